@@ -1,0 +1,15 @@
+/* libqkv: attention-based language models in C. Include this one header for the whole public API. */
+#ifndef QKV_QKV_H
+#define QKV_QKV_H
+
+#include "qkv/error.h"
+#include "qkv/tensor.h"
+#include "qkv/rng.h"
+#include "qkv/autograd.h"
+#include "qkv/ops.h"
+#include "qkv/threads.h"
+#include "qkv/safetensors.h"
+
+#define QKV_VERSION "0.1.0"
+
+#endif

@@ -1,0 +1,92 @@
+/* The context arena: bump allocation in 64-byte-aligned chunks. Reset rewinds it; if a step needed more than one
+ * chunk, the chunks are merged into one big enough for the whole step, so steady-state steps allocate nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "qkv/error.h"
+
+#define ARENA_ALIGN 64
+#define ARENA_MIN_CHUNK ((size_t)1 << 22)
+
+static qkv_arena_chunk *chunk_new(qkv_arena *a, size_t size) {
+    qkv_arena_chunk *c = malloc(sizeof *c);
+    void *mem = NULL;
+    if (!c || posix_memalign(&mem, ARENA_ALIGN, size) != 0) {
+        free(c);
+        return NULL;
+    }
+    c->base = mem;
+    c->size = size;
+    c->used = 0;
+    c->next = NULL;
+    a->system_allocs++;
+    return c;
+}
+
+void *qkv_arena_alloc(qkv_arena *a, size_t bytes) {
+    size_t need = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need == 0) need = ARENA_ALIGN;
+    qkv_arena_chunk *c = a->cur;
+    while (c && c->used + need > c->size) {
+        c = c->next; /* chunks kept from before a reset */
+        if (c) c->used = 0;
+    }
+    if (!c) {
+        size_t size = need > ARENA_MIN_CHUNK ? need : ARENA_MIN_CHUNK;
+        if (a->cur && a->cur->size * 2 > size && need <= a->cur->size * 2) size = a->cur->size * 2;
+        c = chunk_new(a, size);
+        if (!c) {
+            qkv_error_set(QKV_ERR_NOMEM, "out of memory: the context arena needs %zu more bytes", need);
+            return NULL;
+        }
+        if (a->cur) {
+            c->next = a->cur->next;
+            a->cur->next = c;
+        } else {
+            a->head = c;
+        }
+    }
+    a->cur = c;
+    void *p = c->base + c->used;
+    c->used += need;
+    a->in_use += need;
+    if (a->in_use > a->high_water) a->high_water = a->in_use;
+    return p;
+}
+
+void qkv_arena_reset(qkv_arena *a) {
+    size_t total = 0, n = 0;
+    for (qkv_arena_chunk *c = a->head; c; c = c->next) {
+        total += c->size;
+        n++;
+    }
+    if (n > 1 && a->high_water > a->head->size) {
+        /* Merge into one chunk that holds the largest step seen. */
+        qkv_arena_free(a);
+        size_t size = a->high_water + a->high_water / 8;
+        a->head = chunk_new(a, size);
+        (void)total;
+    }
+    for (qkv_arena_chunk *c = a->head; c; c = c->next) c->used = 0;
+    a->cur = a->head;
+    a->in_use = 0;
+}
+
+void qkv_arena_free(qkv_arena *a) {
+    qkv_arena_chunk *c = a->head;
+    while (c) {
+        qkv_arena_chunk *next = c->next;
+        free(c->base);
+        free(c);
+        c = next;
+    }
+    a->head = a->cur = NULL;
+    a->in_use = 0;
+}
+
+size_t qkv_arena_capacity(const qkv_arena *a) {
+    size_t total = 0;
+    for (const qkv_arena_chunk *c = a->head; c; c = c->next) total += c->size;
+    return total;
+}

@@ -1,0 +1,23 @@
+#ifndef QKV_CORE_ARENA_H
+#define QKV_CORE_ARENA_H
+
+#include <stddef.h>
+
+typedef struct qkv_arena_chunk {
+    unsigned char *base;
+    size_t size, used;
+    struct qkv_arena_chunk *next;
+} qkv_arena_chunk;
+
+typedef struct qkv_arena {
+    qkv_arena_chunk *head, *cur;
+    size_t in_use, high_water, system_allocs;
+} qkv_arena;
+
+/* NULL (error set) when the system refuses memory. Memory is 64-byte aligned and uninitialised. */
+void *qkv_arena_alloc(qkv_arena *a, size_t bytes);
+void qkv_arena_reset(qkv_arena *a);
+void qkv_arena_free(qkv_arena *a);
+size_t qkv_arena_capacity(const qkv_arena *a);
+
+#endif

@@ -1,0 +1,199 @@
+/* Contexts, the tape and the backward pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "core/internal.h"
+#include "qkv/threads.h"
+
+struct qkv_ctx {
+    qkv_arena arena;
+    qkv_node **tape;
+    size_t tape_len, tape_cap;
+    bool grad_enabled, training;
+    qkv_rng rng;
+};
+
+qkv_ctx *qkv_ctx_new(void) {
+    qkv_threads_init();
+    qkv_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory creating a context");
+        return NULL;
+    }
+    ctx->grad_enabled = true;
+    ctx->training = true;
+    qkv_rng_init(&ctx->rng, 0);
+    return ctx;
+}
+
+void qkv_ctx_free(qkv_ctx *ctx) {
+    if (!ctx) return;
+    qkv_arena_free(&ctx->arena);
+    free(ctx->tape);
+    free(ctx);
+}
+
+void qkv_ctx_reset(qkv_ctx *ctx) {
+    qkv_arena_reset(&ctx->arena);
+    ctx->tape_len = 0;
+}
+
+bool qkv_ctx_set_grad(qkv_ctx *ctx, bool enabled) {
+    bool prev = ctx->grad_enabled;
+    ctx->grad_enabled = enabled;
+    return prev;
+}
+bool qkv_ctx_grad_enabled(const qkv_ctx *ctx) { return ctx->grad_enabled; }
+bool qkv_ctx_set_training(qkv_ctx *ctx, bool training) {
+    bool prev = ctx->training;
+    ctx->training = training;
+    return prev;
+}
+bool qkv_ctx_training(const qkv_ctx *ctx) { return ctx->training; }
+qkv_rng *qkv_ctx_rng(qkv_ctx *ctx) { return &ctx->rng; }
+
+void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) { return qkv_arena_alloc(&ctx->arena, bytes); }
+
+size_t qkv_ctx_arena_bytes(const qkv_ctx *ctx) { return qkv_arena_capacity(&ctx->arena); }
+size_t qkv_ctx_tape_length(const qkv_ctx *ctx) { return ctx->tape_len; }
+size_t qkv_ctx_arena_allocs(const qkv_ctx *ctx) { return ctx->arena.system_allocs; }
+
+qkv_tensor *qkv_ctx_tensor(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > QKV_MAX_DIMS) {
+        qkv_error_set(QKV_ERR_INVALID, "tensor rank %d outside 0..%d", ndim, QKV_MAX_DIMS);
+        return NULL;
+    }
+    int64_t n = qkv__contiguous_strides(ndim, shape, NULL);
+    if (n < 0) return NULL;
+    qkv_tensor *t = qkv_arena_alloc(&ctx->arena, sizeof *t);
+    void *data = t ? qkv_arena_alloc(&ctx->arena, (size_t)n * qkv_dtype_size(dtype)) : NULL;
+    if (!data) return NULL;
+    qkv__header(t, dtype, ndim, shape);
+    t->data = data;
+    return t;
+}
+
+qkv_tensor *qkv_ctx_zeros(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
+    qkv_tensor *t = qkv_ctx_tensor(ctx, dtype, ndim, shape);
+    if (t) memset(t->data, 0, (size_t)qkv_numel(t) * qkv_dtype_size(dtype));
+    return t;
+}
+
+qkv_tensor *qkv__out(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
+    return qkv_ctx_tensor(ctx, dtype, ndim, shape);
+}
+
+qkv_tensor *qkv__out_like(qkv_ctx *ctx, const qkv_tensor *like) {
+    return qkv_ctx_tensor(ctx, like->dtype, like->ndim, like->shape);
+}
+
+qkv_tensor *qkv__view(qkv_ctx *ctx, const qkv_tensor *src) {
+    qkv_tensor *t = qkv_arena_alloc(&ctx->arena, sizeof *t);
+    if (!t) return NULL;
+    *t = *src;
+    t->grad = NULL;
+    t->node = NULL;
+    t->flags = 0;
+    t->name[0] = '\0';
+    return t;
+}
+
+const float *qkv__contig_data(qkv_ctx *ctx, const qkv_tensor *x) {
+    if (qkv_is_contiguous(x)) return x->data;
+    qkv_tensor *c = qkv_ctx_tensor(ctx, x->dtype, x->ndim, x->shape);
+    if (!c || qkv_tensor_copy(c, x) != QKV_OK) return NULL;
+    return c->data;
+}
+
+bool qkv_needs_grad(const qkv_ctx *ctx, int n_in, qkv_tensor *const *in) {
+    if (!ctx->grad_enabled) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && (in[i]->flags & QKV_FLAG_REQUIRES_GRAD)) return true;
+    return false;
+}
+
+qkv_node *qkv_record(qkv_ctx *ctx, qkv_tensor *out, const char *op, qkv_backward_fn backward, int n_in,
+                     qkv_tensor *const *in) {
+    if (!qkv_needs_grad(ctx, n_in, in)) return NULL;
+    if (ctx->tape_len == ctx->tape_cap) {
+        size_t cap = ctx->tape_cap ? ctx->tape_cap * 2 : 256;
+        qkv_node **t = realloc(ctx->tape, cap * sizeof *t);
+        if (!t) {
+            qkv_error_set(QKV_ERR_NOMEM, "out of memory growing the tape");
+            return NULL;
+        }
+        ctx->tape = t;
+        ctx->tape_cap = cap;
+    }
+    qkv_node *n = qkv_arena_alloc(&ctx->arena, sizeof *n);
+    qkv_tensor **ins = qkv_arena_alloc(&ctx->arena, sizeof *ins * (size_t)(n_in ? n_in : 1));
+    if (!n || !ins) return NULL;
+    memset(n, 0, sizeof *n);
+    memcpy(ins, in, sizeof *ins * (size_t)n_in);
+    n->backward = backward;
+    n->op = op;
+    n->out = out;
+    n->in = ins;
+    n->n_in = n_in;
+    out->node = n;
+    out->flags |= QKV_FLAG_REQUIRES_GRAD;
+    ctx->tape[ctx->tape_len++] = n;
+    return n;
+}
+
+qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t) {
+    if (!t || !(t->flags & QKV_FLAG_REQUIRES_GRAD)) return NULL;
+    if (!t->grad) {
+        if (t->flags & QKV_FLAG_HEAP) {
+            t->grad = qkv_tensor_new(QKV_F32, t->ndim, t->shape);
+        } else {
+            t->grad = qkv_ctx_zeros(ctx, QKV_F32, t->ndim, t->shape);
+        }
+    }
+    return t->grad;
+}
+
+static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
+    /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
+     * lead to `out` and have a gradient run. */
+    bool prev = qkv_ctx_set_grad(ctx, false);
+    qkv_status st = QKV_OK;
+    for (size_t k = ctx->tape_len; k-- > 0;) {
+        qkv_node *n = ctx->tape[k];
+        if (!n->out->grad) continue;
+        st = n->backward(ctx, n);
+        if (st != QKV_OK) break;
+    }
+    qkv_ctx_set_grad(ctx, prev);
+    (void)out;
+    return st;
+}
+
+qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out) {
+    if (!out) return qkv_last_status() ? qkv_last_status() : qkv_error_set(QKV_ERR_INVALID, "backward: no output");
+    if (qkv_numel(out) != 1)
+        return qkv_error_set(QKV_ERR_INVALID, "backward: output has %lld elements; pass a gradient with "
+                                              "qkv_backward_with() for non-scalar outputs",
+                             (long long)qkv_numel(out));
+    qkv_tensor *g = qkv_grad_for(ctx, out);
+    if (!g) return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
+    qkv_f32(g)[0] += 1.0f;
+    return run_backward(ctx, out);
+}
+
+qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *grad_out) {
+    char a[96], b[96];
+    if (!out) return qkv_error_set(QKV_ERR_INVALID, "backward: no output");
+    if (!qkv_same_shape(out, grad_out))
+        return qkv_error_set(QKV_ERR_INVALID, "backward: gradient shape %s does not match output %s",
+                             qkv_shape_str(grad_out, a, sizeof a), qkv_shape_str(out, b, sizeof b));
+    qkv_tensor *g = qkv_grad_for(ctx, out);
+    if (!g) return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
+    qkv_tensor tmp = *g;
+    /* g is contiguous in out's shape; add grad_out through its own strides. */
+    qkv__strided_add(g->data, grad_out);
+    (void)tmp;
+    return run_backward(ctx, out);
+}

@@ -1,0 +1,273 @@
+/* Matrix products through cblas_sgemm: matmul (batched, broadcast, any transpose) and linear (x W^T + b).
+ *
+ * C = A B gives dA = dC B^T and dB = A^T dC. Both are GEMMs again; a transposed operand is only a flag to BLAS,
+ * so the backward never copies. When B is shared by every batch (a weight) and A's batch rows are contiguous, the
+ * batch folds into M and the whole product is one large GEMM, which is where BLAS is fastest.
+ */
+#include <cblas.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "qkv/ops.h"
+
+/* A matrix operand: base pointer, transpose flag, leading dimension and per-batch-dim strides (0 = broadcast). */
+typedef struct {
+    float *p;
+    bool t;
+    int64_t ld;
+    int64_t bs[QKV_MAX_DIMS];
+} mat_t;
+
+#define SMALL_GEMM (1 << 18) /* below this M*N*K, thread across the batch instead of inside BLAS */
+
+static void gemm_one(int64_t M, int64_t N, int64_t K, float alpha, const float *A, bool ta, int64_t lda,
+                     const float *B, bool tb, int64_t ldb, float beta, float *C, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for every index b of the batch shape. `serial` when several batch
+ * entries write the same C block (C broadcast), which must not run concurrently. */
+static void gemm_batch(int nb, const int64_t *bshape, int64_t M, int64_t N, int64_t K, float alpha, mat_t A,
+                       mat_t B, float beta, mat_t C, bool serial) {
+    int64_t count = 1;
+    for (int d = 0; d < nb; d++) count *= bshape[d];
+    bool par = !serial && count > 1 && M * N * K < SMALL_GEMM;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < count; b++) {
+        int64_t rem = b, oa = 0, ob = 0, oc = 0;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t i = rem % bshape[d];
+            rem /= bshape[d];
+            oa += i * A.bs[d];
+            ob += i * B.bs[d];
+            oc += i * C.bs[d];
+        }
+        gemm_one(M, N, K, alpha, A.p + oa, A.t, A.ld, B.p + ob, B.t, B.ld, beta, C.p + oc, C.ld);
+    }
+}
+
+/* Describe the last two dims of x as a BLAS operand, or return false if they are neither row- nor column-major
+ * (the caller then copies). */
+static bool as_operand(const qkv_tensor *x, mat_t *m) {
+    int64_t r = x->shape[x->ndim - 2], c = x->shape[x->ndim - 1];
+    int64_t sr = x->stride[x->ndim - 2], sc = x->stride[x->ndim - 1];
+    memset(m, 0, sizeof *m);
+    m->p = x->data;
+    if ((sc == 1 || c == 1) && (sr >= c || r == 1)) {
+        m->t = false;
+        m->ld = (r == 1 || sr < 1) ? (c > 0 ? c : 1) : sr;
+        if (m->ld < c) m->ld = c;
+        if (m->ld < 1) m->ld = 1;
+        return true;
+    }
+    if ((sr == 1 || r == 1) && (sc >= r || c == 1)) {
+        m->t = true;
+        m->ld = (c == 1 || sc < 1) ? (r > 0 ? r : 1) : sc;
+        if (m->ld < r) m->ld = r;
+        if (m->ld < 1) m->ld = 1;
+        return true;
+    }
+    return false;
+}
+
+/* Batch strides of x aligned to the output batch shape (nb dims), 0 where x is broadcast or absent. */
+static void batch_strides(const qkv_tensor *x, const int64_t *xstride, int nb, int64_t *bs) {
+    int xb = x->ndim - 2;
+    for (int d = 0; d < nb; d++) {
+        int xd = d - (nb - xb);
+        bs[d] = (xd < 0 || x->shape[xd] == 1) ? 0 : xstride[xd];
+    }
+}
+
+/* True when two batch entries write the same block (a broadcast destination): those must run one by one. */
+static bool overlapping(int nb, const int64_t *bshape, const int64_t *bs) {
+    for (int d = 0; d < nb; d++)
+        if (bs[d] == 0 && bshape[d] > 1) return true;
+    return false;
+}
+
+static bool all_zero(int n, const int64_t *v) {
+    for (int i = 0; i < n; i++)
+        if (v[i]) return false;
+    return true;
+}
+
+typedef struct {
+    int nb;
+    int64_t bshape[QKV_MAX_DIMS], M, N, K;
+} mm_saved;
+
+/* Rows of a contiguous-batch operand can be folded into M when every batch entry follows the previous one. */
+static bool foldable(const qkv_tensor *a, const mat_t *A, int nb, const int64_t *bshape) {
+    if (A->t) return false;
+    int64_t expect = A->ld * a->shape[a->ndim - 2];
+    for (int d = nb - 1; d >= 0; d--) {
+        if (bshape[d] == 1) continue;
+        if (A->bs[d] != expect) return false;
+        expect *= bshape[d];
+    }
+    return true;
+}
+
+static qkv_status matmul_backward(qkv_ctx *ctx, qkv_node *n) {
+    qkv_tensor *a = n->in[0], *b = n->in[1];
+    mm_saved *s = n->saved;
+    int nb = s->nb;
+    mat_t A, B, G;
+    as_operand(a, &A);
+    as_operand(b, &B);
+    batch_strides(a, a->stride, nb, A.bs);
+    batch_strides(b, b->stride, nb, B.bs);
+    memset(&G, 0, sizeof G);
+    G.p = n->out->grad->data;
+    G.ld = s->N;
+    batch_strides(n->out, n->out->grad->stride, nb, G.bs);
+    qkv_tensor *ga = qkv_grad_for(ctx, a), *gb = qkv_grad_for(ctx, b);
+    bool fold = all_zero(nb, B.bs) && foldable(a, &A, nb, s->bshape);
+    int64_t rows = s->M;
+    for (int d = 0; d < nb; d++) rows *= s->bshape[d];
+    if (ga) { /* dA = dC B^T */
+        mat_t D = {.p = ga->data, .t = false, .ld = s->K};
+        batch_strides(a, ga->stride, nb, D.bs);
+        mat_t Bt = B;
+        Bt.t = !B.t;
+        if (fold)
+            gemm_one(rows, s->K, s->N, 1.0f, G.p, false, G.ld, Bt.p, Bt.t, Bt.ld, 1.0f, D.p, D.ld);
+        else
+            gemm_batch(nb, s->bshape, s->M, s->K, s->N, 1.0f, G, Bt, 1.0f, D, overlapping(nb, s->bshape, D.bs));
+    }
+    if (gb) { /* dB = A^T dC */
+        mat_t D = {.p = gb->data, .t = false, .ld = s->N};
+        batch_strides(b, gb->stride, nb, D.bs);
+        mat_t At = A;
+        At.t = !A.t;
+        if (fold) {
+            gemm_one(s->K, s->N, rows, 1.0f, At.p, true, At.ld, G.p, false, G.ld, 1.0f, D.p, D.ld);
+        } else {
+            gemm_batch(nb, s->bshape, s->K, s->N, s->M, 1.0f, At, G, 1.0f, D, overlapping(nb, s->bshape, D.bs));
+        }
+    }
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
+    if (!a || !b) return NULL;
+    char sa[96], sb[96];
+    if (!qkv__check_f32("matmul", a, "a") || !qkv__check_f32("matmul", b, "b")) return NULL;
+    if (a->ndim < 2 || b->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) {
+        qkv_error_set(QKV_ERR_INVALID, "matmul: shapes %s and %s do not multiply ([..., M, K] @ [..., K, N])",
+                      qkv_shape_str(a, sa, sizeof sa), qkv_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    /* Operands BLAS cannot read directly are copied (rare: only odd views). */
+    mat_t A, B;
+    if (!as_operand(a, &A)) a = qkv_contiguous(ctx, a);
+    if (!as_operand(b, &B)) b = qkv_contiguous(ctx, b);
+    if (!a || !b) return NULL;
+    as_operand(a, &A);
+    as_operand(b, &B);
+    /* Broadcast batch dims. */
+    int na = a->ndim - 2, nbb = b->ndim - 2, nb = na > nbb ? na : nbb;
+    int64_t shape[QKV_MAX_DIMS];
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - na), db = d - (nb - nbb);
+        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+        if (x != y && x != 1 && y != 1) {
+            qkv_error_set(QKV_ERR_INVALID, "matmul: batch dimensions of %s and %s do not broadcast",
+                          qkv_shape_str(a, sa, sizeof sa), qkv_shape_str(b, sb, sizeof sb));
+            return NULL;
+        }
+        shape[d] = x > y ? x : y;
+    }
+    int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
+    shape[nb] = M;
+    shape[nb + 1] = N;
+    qkv_tensor *c = qkv__out(ctx, QKV_F32, nb + 2, shape);
+    if (!c) return NULL;
+    batch_strides(a, a->stride, nb, A.bs);
+    batch_strides(b, b->stride, nb, B.bs);
+    mat_t C = {.p = c->data, .t = false, .ld = N};
+    batch_strides(c, c->stride, nb, C.bs);
+    if (K == 0) {
+        memset(c->data, 0, (size_t)qkv_numel(c) * sizeof(float));
+    } else if (all_zero(nb, B.bs) && foldable(a, &A, nb, shape)) {
+        int64_t rows = M;
+        for (int d = 0; d < nb; d++) rows *= shape[d];
+        gemm_one(rows, N, K, 1.0f, A.p, false, A.ld, B.p, B.t, B.ld, 0.0f, C.p, C.ld);
+    } else {
+        gemm_batch(nb, shape, M, N, K, 1.0f, A, B, 0.0f, C, false);
+    }
+    qkv_tensor *in[2] = {a, b};
+    qkv_node *n = qkv_record(ctx, c, "matmul", matmul_backward, 2, in);
+    if (n) {
+        mm_saved *s = qkv_ctx_alloc(ctx, sizeof *s);
+        if (!s) return NULL;
+        s->nb = nb;
+        memcpy(s->bshape, shape, sizeof s->bshape);
+        s->M = M;
+        s->N = N;
+        s->K = K;
+        n->saved = s;
+    }
+    return c;
+}
+
+/* ---- linear: y = x W^T + b, x folded to [R, in] ------------------------------------------------------------ */
+
+static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
+    qkv_tensor *x = n->in[0], *w = n->in[1], *bias = n->n_in > 2 ? n->in[2] : NULL;
+    int64_t R = n->i[0], in = n->i[1], out = n->i[2];
+    const float *dy = n->out->grad->data;
+    qkv_tensor *gx = qkv_grad_for(ctx, x), *gw = qkv_grad_for(ctx, w), *gb = qkv_grad_for(ctx, bias);
+    if (gx) /* dx[R,in] += dy[R,out] W[out,in] */
+        gemm_one(R, in, out, 1.0f, dy, false, out, w->data, false, in, 1.0f, gx->data, in);
+    if (gw) /* dW[out,in] += dy^T[out,R] x[R,in] */
+        gemm_one(out, in, R, 1.0f, dy, true, out, x->data, false, in, 1.0f, gw->data, in);
+    if (gb) {
+        float *g = gb->data;
+        for (int64_t r = 0; r < R; r++) {
+            const float *row = dy + r * out;
+            for (int64_t j = 0; j < out; j++) g[j] += row[j];
+        }
+    }
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias) {
+    if (!x || !w) return NULL;
+    char sx[96], sw[96];
+    if (!qkv__check_f32("linear", x, "x") || !qkv__check_f32("linear", w, "weight")) return NULL;
+    if (bias && !qkv__check_f32("linear", bias, "bias")) return NULL;
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
+        (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))) {
+        qkv_error_set(QKV_ERR_INVALID, "linear: input %s does not fit weight %s ([out, in]) or bias",
+                      qkv_shape_str(x, sx, sizeof sx), qkv_shape_str(w, sw, sizeof sw));
+        return NULL;
+    }
+    x = qkv_contiguous(ctx, x);
+    w = qkv_contiguous(ctx, w);
+    if (!x || !w) return NULL;
+    int64_t in = w->shape[1], out = w->shape[0], R = in ? qkv_numel(x) / in : 0;
+    if (in == 0) R = qkv_numel(x);
+    int64_t shape[QKV_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    qkv_tensor *y = qkv__out(ctx, QKV_F32, x->ndim, shape);
+    if (!y) return NULL;
+    float *yp = y->data;
+    if (bias) {
+        const float *bp = bias->data;
+        for (int64_t r = 0; r < R; r++) memcpy(yp + r * out, bp, (size_t)out * sizeof(float));
+    }
+    if (R > 0 && out > 0)
+        gemm_one(R, out, in, 1.0f, x->data, false, in, w->data, true, in, bias ? 1.0f : 0.0f, yp, out);
+    qkv_tensor *ins[3] = {x, w, bias};
+    qkv_node *n = qkv_record(ctx, y, "linear", linear_backward, bias ? 3 : 2, ins);
+    if (n) {
+        n->i[0] = R;
+        n->i[1] = in;
+        n->i[2] = out;
+    }
+    return y;
+}

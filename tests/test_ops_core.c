@@ -1,0 +1,255 @@
+/* Matrix products, elementwise broadcasting and shape ops: gradient checks and PyTorch fixtures
+ * (tests/ref/ops_core.py). */
+#include <string.h>
+
+#include "gradcheck.h"
+#include "test.h"
+
+static qkv_tensor *f_matmul(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_matmul(c, in[0], in[1]);
+}
+static qkv_tensor *f_matmul_bt(qkv_ctx *c, qkv_tensor **in, void *u) { /* a @ b^T through a view */
+    (void)u;
+    return qkv_matmul(c, in[0], qkv_transpose(c, in[1], -1, -2));
+}
+static qkv_tensor *f_matmul_at(qkv_ctx *c, qkv_tensor **in, void *u) { /* a^T @ b */
+    (void)u;
+    return qkv_matmul(c, qkv_transpose(c, in[0], -1, -2), in[1]);
+}
+static qkv_tensor *f_linear(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_linear(c, in[0], in[1], in[2]);
+}
+static qkv_tensor *f_linear_nobias(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_linear(c, in[0], in[1], NULL);
+}
+static qkv_tensor *f_add(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_add(c, in[0], in[1]);
+}
+static qkv_tensor *f_sub(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_sub(c, in[0], in[1]);
+}
+static qkv_tensor *f_mul(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_mul(c, in[0], in[1]);
+}
+static qkv_tensor *f_div(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_div(c, in[0], in[1]);
+}
+static qkv_tensor *f_affine(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_affine(c, in[0], -1.5f, 0.25f);
+}
+static qkv_tensor *f_permute(qkv_ctx *c, qkv_tensor **in, void *u) { /* permute then reshape (forces a copy) */
+    (void)u;
+    qkv_tensor *p = qkv_permute(c, in[0], (const int[]){2, 0, 1});
+    return qkv_reshape(c, p, QKV_DIMS(4, -1));
+}
+static qkv_tensor *f_slice(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_mul(c, qkv_slice(c, in[0], 1, 1, 5, 2), qkv_slice(c, in[0], -1, 0, 2, 1));
+}
+static qkv_tensor *f_concat(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_tensor *xs[3] = {in[0], in[1], in[0]};
+    return qkv_concat(c, 3, xs, 1);
+}
+static qkv_tensor *f_stack(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_tensor *xs[2] = {in[0], qkv_transpose(c, in[1], 0, 1)};
+    return qkv_stack(c, 2, xs, 1);
+}
+static qkv_tensor *f_split(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_tensor *parts[3];
+    if (qkv_split(c, in[0], 1, 3, (const int64_t[]){1, 3, 2}, parts) != QKV_OK) return NULL;
+    return qkv_add(c, qkv_mul(c, parts[0], parts[2]), qkv_sum_all(c, parts[1]) ? parts[1] : NULL);
+}
+static qkv_tensor *f_broadcast(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_mul(c, qkv_broadcast_to(c, in[0], QKV_DIMS(2, 3, 4)), in[1]);
+}
+
+static bool check(const char *name, gc_fn f, int n, qkv_tensor **in) {
+    for (int i = 0; i < n; i++) qkv_tensor_set_requires_grad(in[i], true);
+    bool ok = gradcheck(name, f, n, in, NULL, NULL);
+    for (int i = 0; i < n; i++) qkv_tensor_free(in[i]);
+    return ok;
+}
+
+TEST(gradcheck_matmul) {
+    CHECK(check("matmul 2d", f_matmul, 2,
+                (qkv_tensor *[]){gc_rand(1, -1, 1, QKV_DIMS(3, 4)), gc_rand(2, -1, 1, QKV_DIMS(4, 5))}));
+    CHECK(check("matmul batched", f_matmul, 2,
+                (qkv_tensor *[]){gc_rand(3, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(4, -1, 1, QKV_DIMS(2, 4, 2))}));
+    CHECK(check("matmul broadcast b (folded)", f_matmul, 2,
+                (qkv_tensor *[]){gc_rand(5, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(6, -1, 1, QKV_DIMS(4, 3))}));
+    CHECK(check("matmul broadcast a", f_matmul, 2,
+                (qkv_tensor *[]){gc_rand(7, -1, 1, QKV_DIMS(1, 3, 4)), gc_rand(8, -1, 1, QKV_DIMS(2, 1, 4, 2))}));
+    CHECK(check("matmul a @ b^T view", f_matmul_bt, 2,
+                (qkv_tensor *[]){gc_rand(9, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(10, -1, 1, QKV_DIMS(2, 5, 4))}));
+    CHECK(check("matmul a^T @ b view", f_matmul_at, 2,
+                (qkv_tensor *[]){gc_rand(11, -1, 1, QKV_DIMS(4, 3)), gc_rand(12, -1, 1, QKV_DIMS(4, 2))}));
+}
+
+TEST(gradcheck_linear) {
+    CHECK(check("linear", f_linear, 3,
+                (qkv_tensor *[]){gc_rand(13, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(14, -1, 1, QKV_DIMS(5, 4)),
+                                 gc_rand(15, -1, 1, QKV_DIMS(5))}));
+    CHECK(check("linear no bias", f_linear_nobias, 2,
+                (qkv_tensor *[]){gc_rand(16, -1, 1, QKV_DIMS(3, 4)), gc_rand(17, -1, 1, QKV_DIMS(2, 4))}));
+}
+
+TEST(gradcheck_elementwise) {
+    CHECK(check("add broadcast", f_add, 2,
+                (qkv_tensor *[]){gc_rand(20, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(21, -1, 1, QKV_DIMS(3, 1))}));
+    CHECK(check("sub broadcast", f_sub, 2,
+                (qkv_tensor *[]){gc_rand(22, -1, 1, QKV_DIMS(4)), gc_rand(23, -1, 1, QKV_DIMS(2, 3, 4))}));
+    CHECK(check("mul broadcast", f_mul, 2,
+                (qkv_tensor *[]){gc_rand(24, -1, 1, QKV_DIMS(2, 1, 4)), gc_rand(25, -1, 1, QKV_DIMS(3, 1))}));
+    CHECK(check("div broadcast", f_div, 2,
+                (qkv_tensor *[]){gc_rand(26, -1, 1, QKV_DIMS(2, 3)), gc_rand(27, 0.5f, 2, QKV_DIMS(3))}));
+    CHECK(check("affine", f_affine, 1, (qkv_tensor *[]){gc_rand(28, -1, 1, QKV_DIMS(3, 2))}));
+}
+
+TEST(gradcheck_shape) {
+    CHECK(check("permute+reshape", f_permute, 1, (qkv_tensor *[]){gc_rand(30, -1, 1, QKV_DIMS(2, 3, 4))}));
+    CHECK(check("slice", f_slice, 1, (qkv_tensor *[]){gc_rand(31, -1, 1, QKV_DIMS(3, 6, 2))}));
+    CHECK(check("concat", f_concat, 2,
+                (qkv_tensor *[]){gc_rand(32, -1, 1, QKV_DIMS(2, 3, 2)), gc_rand(33, -1, 1, QKV_DIMS(2, 1, 2))}));
+    CHECK(check("stack", f_stack, 2,
+                (qkv_tensor *[]){gc_rand(34, -1, 1, QKV_DIMS(2, 3)), gc_rand(35, -1, 1, QKV_DIMS(3, 2))}));
+    CHECK(check("split", f_split, 1, (qkv_tensor *[]){gc_rand(36, -1, 1, QKV_DIMS(2, 6))}));
+    CHECK(check("broadcast_to", f_broadcast, 2,
+                (qkv_tensor *[]){gc_rand(37, -1, 1, QKV_DIMS(3, 1)), gc_rand(38, -1, 1, QKV_DIMS(2, 3, 4))}));
+}
+
+TEST(views_share_data) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(2, 3, 4));
+    qkv_tensor *t = qkv_transpose(c, x, 0, 2), *s = qkv_slice(c, x, 1, 1, 3, 1), *r = qkv_reshape(c, x, QKV_DIMS(6, 4));
+    CHECK(t && s && r);
+    CHECK(t->data == x->data && r->data == x->data);
+    CHECK(t->shape[0] == 4 && t->shape[2] == 2 && !qkv_is_contiguous(t));
+    CHECK((float *)s->data == qkv_f32(x) + 4);
+    qkv_ctx_free(c);
+}
+
+TEST(bad_shapes_are_errors) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *a = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(2, 3)), *b = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(4, 5));
+    CHECK(qkv_matmul(c, a, b) == NULL);
+    CHECK(strstr(qkv_last_error(), "[2, 3]") != NULL);
+    CHECK(qkv_add(c, a, b) == NULL && qkv_last_status() == QKV_ERR_INVALID);
+    CHECK(qkv_reshape(c, a, QKV_DIMS(5, -1)) == NULL);
+    CHECK(qkv_slice(c, a, 5, 0, 1, 1) == NULL);
+    CHECK(qkv_transpose(c, a, 0, 7) == NULL);
+    CHECK(qkv_add(c, NULL, a) == NULL); /* NULL propagates */
+    CHECK(qkv_tensor_new(QKV_F32, QKV_DIMS(1 << 30, 1 << 30, 1 << 30)) == NULL);
+    CHECK(qkv_last_status() == QKV_ERR_RANGE);
+    qkv_ctx_free(c);
+}
+
+TEST(no_grad_records_nothing) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *w = gc_rand(40, -1, 1, QKV_DIMS(3, 3));
+    qkv_tensor_set_requires_grad(w, true);
+    qkv_tensor *y = qkv_matmul(c, w, w);
+    CHECK(qkv_ctx_tape_length(c) == 1 && y->node != NULL);
+    qkv_ctx_reset(c);
+    qkv_ctx_set_grad(c, false);
+    y = qkv_matmul(c, w, w);
+    CHECK(qkv_ctx_tape_length(c) == 0 && y->node == NULL && !(y->flags & QKV_FLAG_REQUIRES_GRAD));
+    qkv_tensor_free(w);
+    qkv_ctx_free(c);
+}
+
+TEST(steady_state_allocates_nothing) {
+    /* A training-like step repeated: after the first iteration the arena asks the system for no more memory. */
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *w = gc_rand(41, -1, 1, QKV_DIMS(64, 128)), *x = gc_rand(42, -1, 1, QKV_DIMS(8, 300, 128));
+    qkv_tensor_set_requires_grad(w, true);
+    size_t after_first = 0;
+    for (int step = 0; step < 5; step++) {
+        qkv_ctx_reset(c);
+        qkv_tensor *y = qkv_linear(c, x, w, NULL);
+        qkv_tensor *z = qkv_mul(c, y, y);
+        qkv_tensor *l = qkv_sum_all(c, qkv_reshape(c, z, QKV_DIMS(-1)));
+        CHECK_OK(qkv_backward(c, l));
+        if (step == 1) after_first = qkv_ctx_arena_allocs(c);
+    }
+    CHECKF(qkv_ctx_arena_allocs(c) == after_first, "arena allocated %zu times after step 1 (had %zu)",
+           qkv_ctx_arena_allocs(c), after_first);
+    qkv_tensor_free(w);
+    qkv_tensor_free(x);
+    qkv_ctx_free(c);
+}
+
+TEST(gradients_accumulate) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *w = gc_rand(43, -1, 1, QKV_DIMS(2, 2));
+    qkv_tensor_set_requires_grad(w, true);
+    for (int k = 0; k < 2; k++) {
+        qkv_ctx_reset(c);
+        CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_reshape(c, qkv_scale(c, w, 3.0f), QKV_DIMS(-1)))));
+    }
+    CHECK(qkv_f32(w->grad)[0] == 6.0f && qkv_f32(w->grad)[3] == 6.0f);
+    qkv_tensor_zero_grad(w);
+    CHECK(qkv_f32(w->grad)[0] == 0.0f);
+    qkv_tensor_free(w);
+    qkv_ctx_free(c);
+}
+
+static qkv_tensor *fx_matmul(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_matmul(c, in[0], in[1]);
+}
+static qkv_tensor *fx_linear(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_linear(c, in[0], in[1], in[2]);
+}
+static qkv_tensor *fx_ew(qkv_ctx *c, qkv_tensor **in, void *u) { /* (a + b) * a / b - a */
+    (void)u;
+    return qkv_sub(c, qkv_div(c, qkv_mul(c, qkv_add(c, in[0], in[1]), in[0]), in[1]), in[0]);
+}
+static qkv_tensor *fx_shape(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_tensor *p = qkv_permute(c, in[0], (const int[]){1, 2, 0});
+    qkv_tensor *s = qkv_slice(c, p, 0, 1, 4, 2);
+    qkv_tensor *xs[2] = {s, s};
+    return qkv_concat(c, 2, xs, -1);
+}
+
+TEST(pytorch_fixtures) {
+    const char *path = test_fixture_path("ops_core.safetensors");
+    qkv_st_file *f = qkv_st_open(path);
+    if (!f) {
+        CHECKF(false, "%s", qkv_last_error());
+        return;
+    }
+    CHECK(fixture_check(f, "matmul_batched", fx_matmul, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "matmul_broadcast", fx_matmul, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "linear", fx_linear, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "elementwise", fx_ew, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "shape", fx_shape, NULL, 1e-4, 1e-5));
+    qkv_st_close(f);
+}
+
+int main(void) {
+    RUN(gradcheck_matmul);
+    RUN(gradcheck_linear);
+    RUN(gradcheck_elementwise);
+    RUN(gradcheck_shape);
+    RUN(views_share_data);
+    RUN(bad_shapes_are_errors);
+    RUN(no_grad_records_nothing);
+    RUN(steady_state_allocates_nothing);
+    RUN(gradients_accumulate);
+    RUN(pytorch_fixtures);
+    return test_finish();
+}
