@@ -9,6 +9,7 @@
 #include "qkv/ops.h"
 #include "qkv/threads.h"
 #include "qkv/safetensors.h"
+#include "qkv/params.h"
 
 #define QKV_VERSION "0.1.0"
 

@@ -1,0 +1,40 @@
+/* A named collection of parameters: what a layer or model owns, what an optimiser updates and what a checkpoint
+ * saves. Names follow PyTorch state_dict keys ("encoder.layers.0.self_attn.in_proj_weight") so PyTorch weights
+ * load as is.
+ *
+ * Ownership: the collection owns every tensor it creates; qkv_params_free() frees them all (and their grads).
+ * Layers hold borrowed pointers into it.
+ */
+#ifndef QKV_PARAMS_H
+#define QKV_PARAMS_H
+
+#include "qkv/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qkv_params qkv_params;
+
+qkv_params *qkv_params_new(void);
+void qkv_params_free(qkv_params *p);
+
+/* A new zero-filled float32 parameter named "<prefix>.<name>" (or "<name>" if prefix is NULL/""), requiring grad.
+ * NULL (error set) on a duplicate name, bad shape or out of memory. */
+qkv_tensor *qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim, const int64_t *shape);
+/* A non-trainable buffer (no grad), e.g. fixed positional encodings; saved with the parameters. */
+qkv_tensor *qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
+                                  const int64_t *shape);
+
+int qkv_params_count(const qkv_params *p);
+qkv_tensor *qkv_params_at(const qkv_params *p, int i);
+/* NULL if absent (no error set). */
+qkv_tensor *qkv_params_find(const qkv_params *p, const char *name);
+/* Total number of float elements in trainable parameters. */
+int64_t qkv_params_numel(const qkv_params *p);
+void qkv_params_zero_grad(qkv_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

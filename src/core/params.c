@@ -1,0 +1,87 @@
+/* Named parameter collections. A flat array: models have at most a few hundred tensors, and order matters (it
+ * is the order of checkpoints and of optimiser state). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "qkv/params.h"
+
+struct qkv_params {
+    qkv_tensor **t;
+    int n, cap;
+};
+
+qkv_params *qkv_params_new(void) {
+    qkv_params *p = calloc(1, sizeof *p);
+    if (!p) qkv_error_set(QKV_ERR_NOMEM, "out of memory creating a parameter collection");
+    return p;
+}
+
+void qkv_params_free(qkv_params *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) qkv_tensor_free(p->t[i]);
+    free(p->t);
+    free(p);
+}
+
+static qkv_tensor *add(qkv_params *p, const char *prefix, const char *name, int ndim, const int64_t *shape,
+                       bool trainable) {
+    char full[sizeof(((qkv_tensor *)0)->name)];
+    int len = (prefix && *prefix) ? snprintf(full, sizeof full, "%s.%s", prefix, name)
+                                  : snprintf(full, sizeof full, "%s", name);
+    if (len < 0 || (size_t)len >= sizeof full) {
+        qkv_error_set(QKV_ERR_INVALID, "parameter name '%s.%s' longer than %zu characters", prefix ? prefix : "",
+                      name, sizeof full - 1);
+        return NULL;
+    }
+    if (qkv_params_find(p, full)) {
+        qkv_error_set(QKV_ERR_INVALID, "parameter '%s' defined twice", full);
+        return NULL;
+    }
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 32;
+        qkv_tensor **t = realloc(p->t, sizeof *t * (size_t)cap);
+        if (!t) {
+            qkv_error_set(QKV_ERR_NOMEM, "out of memory adding parameter '%s'", full);
+            return NULL;
+        }
+        p->t = t;
+        p->cap = cap;
+    }
+    qkv_tensor *t = qkv_tensor_new(QKV_F32, ndim, shape);
+    if (!t) return NULL;
+    qkv_tensor_set_name(t, full);
+    qkv_tensor_set_requires_grad(t, trainable);
+    p->t[p->n++] = t;
+    return t;
+}
+
+qkv_tensor *qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim, const int64_t *shape) {
+    return add(p, prefix, name, ndim, shape, true);
+}
+
+qkv_tensor *qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
+                                  const int64_t *shape) {
+    return add(p, prefix, name, ndim, shape, false);
+}
+
+int qkv_params_count(const qkv_params *p) { return p->n; }
+qkv_tensor *qkv_params_at(const qkv_params *p, int i) { return (i >= 0 && i < p->n) ? p->t[i] : NULL; }
+
+qkv_tensor *qkv_params_find(const qkv_params *p, const char *name) {
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->t[i]->name, name) == 0) return p->t[i];
+    return NULL;
+}
+
+int64_t qkv_params_numel(const qkv_params *p) {
+    int64_t n = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->t[i]->flags & QKV_FLAG_REQUIRES_GRAD) n += qkv_numel(p->t[i]);
+    return n;
+}
+
+void qkv_params_zero_grad(qkv_params *p) {
+    for (int i = 0; i < p->n; i++) qkv_tensor_zero_grad(p->t[i]);
+}
