@@ -46,7 +46,7 @@ struct qkv_tensor {
     qkv_tensor *grad;              /* same shape, contiguous; NULL until a backward pass writes it */
     qkv_node *node;                /* producing op on the tape; NULL for leaves */
     uint32_t flags;
-    char name[48];                 /* parameter name (state_dict key style), "" if none */
+    char name[128];                /* parameter name (state_dict key style), "" if none */
 };
 
 /* Build a shape argument pair in place: qkv_tensor_new(QKV_F32, QKV_DIMS(2, 3)). */
