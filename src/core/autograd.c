@@ -155,6 +155,18 @@ qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t) {
     return t->grad;
 }
 
+qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh) {
+    *fresh = false;
+    if (!t || !(t->flags & QKV_FLAG_REQUIRES_GRAD)) return NULL;
+    if (t->grad) return t->grad;
+    if (t->flags & QKV_FLAG_HEAP) return qkv_grad_for(ctx, t); /* persistent: zeroed once, then accumulated */
+    /* First writer of an intermediate's gradient: hand out uninitialised memory the op overwrites (beta = 0),
+     * saving a memset and a read of the whole buffer. */
+    t->grad = qkv_ctx_tensor(ctx, QKV_F32, t->ndim, t->shape);
+    *fresh = t->grad != NULL;
+    return t->grad;
+}
+
 static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
     /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
      * lead to `out` and have a gradient run. */

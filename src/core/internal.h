@@ -27,6 +27,9 @@ const float *qkv__contig_data(qkv_ctx *ctx, const qkv_tensor *x);
 void qkv__strided_add(float *dst, const qkv_tensor *src_view);
 /* Check f32 dtype, set error naming the op. */
 bool qkv__check_f32(const char *op, const qkv_tensor *t, const char *arg);
+/* Like qkv_grad_for, but when the gradient buffer is created by this call it is left uninitialised and *fresh is
+ * set: the caller must then overwrite every element instead of accumulating. */
+qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh);
 /* Write NumPy broadcast shape of a and b into out; false (error set) if incompatible. */
 bool qkv__broadcast_shape(const char *op, const qkv_tensor *a, const qkv_tensor *b, int *ndim, int64_t *shape);
 /* Reduce a contiguous gradient g of shape `gshape` onto `dst` (shape of an input that was broadcast), adding. */

@@ -123,7 +123,8 @@ static qkv_status matmul_backward(qkv_ctx *ctx, qkv_node *n) {
     G.p = n->out->grad->data;
     G.ld = s->N;
     batch_strides(n->out, n->out->grad->stride, nb, G.bs);
-    qkv_tensor *ga = qkv_grad_for(ctx, a), *gb = qkv_grad_for(ctx, b);
+    bool fa, fb;
+    qkv_tensor *ga = qkv__grad_fresh(ctx, a, &fa), *gb = qkv__grad_fresh(ctx, b, &fb);
     bool fold = all_zero(nb, B.bs) && foldable(a, &A, nb, s->bshape);
     int64_t rows = s->M;
     for (int d = 0; d < nb; d++) rows *= s->bshape[d];
@@ -132,21 +133,28 @@ static qkv_status matmul_backward(qkv_ctx *ctx, qkv_node *n) {
         batch_strides(a, ga->stride, nb, D.bs);
         mat_t Bt = B;
         Bt.t = !B.t;
+        bool serial = overlapping(nb, s->bshape, D.bs);
+        if (fa && (serial || s->N == 0)) memset(D.p, 0, (size_t)qkv_numel(ga) * sizeof(float));
+        float beta = (fa && !serial && s->N > 0) ? 0.0f : 1.0f;
         if (fold)
-            gemm_one(rows, s->K, s->N, 1.0f, G.p, false, G.ld, Bt.p, Bt.t, Bt.ld, 1.0f, D.p, D.ld);
+            gemm_one(rows, s->K, s->N, 1.0f, G.p, false, G.ld, Bt.p, Bt.t, Bt.ld, beta, D.p, D.ld);
         else
-            gemm_batch(nb, s->bshape, s->M, s->K, s->N, 1.0f, G, Bt, 1.0f, D, overlapping(nb, s->bshape, D.bs));
+            gemm_batch(nb, s->bshape, s->M, s->K, s->N, 1.0f, G, Bt, beta, D, serial);
     }
     if (gb) { /* dB = A^T dC */
         mat_t D = {.p = gb->data, .t = false, .ld = s->N};
         batch_strides(b, gb->stride, nb, D.bs);
         mat_t At = A;
         At.t = !A.t;
-        if (fold) {
-            gemm_one(s->K, s->N, rows, 1.0f, At.p, true, At.ld, G.p, false, G.ld, 1.0f, D.p, D.ld);
-        } else {
-            gemm_batch(nb, s->bshape, s->K, s->N, s->M, 1.0f, At, G, 1.0f, D, overlapping(nb, s->bshape, D.bs));
-        }
+        bool serial = fold || overlapping(nb, s->bshape, D.bs);
+        int64_t inner = fold ? rows : s->M;
+        if (fb && (serial && !fold)) memset(D.p, 0, (size_t)qkv_numel(gb) * sizeof(float));
+        if (fb && inner == 0) memset(D.p, 0, (size_t)qkv_numel(gb) * sizeof(float));
+        float beta = (fb && !(serial && !fold) && inner > 0) ? 0.0f : 1.0f;
+        if (fold)
+            gemm_one(s->K, s->N, rows, 1.0f, At.p, true, At.ld, G.p, false, G.ld, beta, D.p, D.ld);
+        else
+            gemm_batch(nb, s->bshape, s->K, s->N, s->M, 1.0f, At, G, beta, D, serial);
     }
     return QKV_OK;
 }
@@ -219,11 +227,12 @@ static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
     qkv_tensor *x = n->in[0], *w = n->in[1], *bias = n->n_in > 2 ? n->in[2] : NULL;
     int64_t R = n->i[0], in = n->i[1], out = n->i[2];
     const float *dy = n->out->grad->data;
-    qkv_tensor *gx = qkv_grad_for(ctx, x), *gw = qkv_grad_for(ctx, w), *gb = qkv_grad_for(ctx, bias);
+    bool fx, fw;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, x, &fx), *gw = qkv__grad_fresh(ctx, w, &fw), *gb = qkv_grad_for(ctx, bias);
     if (gx) /* dx[R,in] += dy[R,out] W[out,in] */
-        gemm_one(R, in, out, 1.0f, dy, false, out, w->data, false, in, 1.0f, gx->data, in);
+        gemm_one(R, in, out, 1.0f, dy, false, out, w->data, false, in, fx ? 0.0f : 1.0f, gx->data, in);
     if (gw) /* dW[out,in] += dy^T[out,R] x[R,in] */
-        gemm_one(out, in, R, 1.0f, dy, true, out, x->data, false, in, 1.0f, gw->data, in);
+        gemm_one(out, in, R, 1.0f, dy, true, out, x->data, false, in, fw ? 0.0f : 1.0f, gw->data, in);
     if (gb) {
         float *g = gb->data;
         for (int64_t r = 0; r < R; r++) {

@@ -1,3 +1,52 @@
+/* qkv: one binary, one subcommand per job. Each subcommand lives in cmd_<name>.c. */
 #include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
 #include "qkv/qkv.h"
-int main(void) { printf("qkv %s\n", QKV_VERSION); return 0; }
+
+static const cli_command *const commands[] = {
+    &cmd_demo,
+    &cmd_bench,
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "qkv %s: attention-based language models in C\n\n"
+            "usage: qkv <command> [options]   (qkv <command> --help for each)\n\ncommands:\n",
+            QKV_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(out, "\nenvironment: QKV_THREADS sets the thread count (default: all cores).\n"
+                 "exit codes: 0 ok, 1 usage error, 2 bad input, 3 runtime failure.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        if (argc >= 3 && !strcmp(argv[1], "help")) {
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (!strcmp(argv[2], commands[i]->name)) {
+                    commands[i]->help(stdout);
+                    return CLI_OK;
+                }
+        }
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("qkv %s\n", QKV_VERSION);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(argv[1], commands[i]->name)) continue;
+        if (cli_wants_help(argc - 1, argv + 1)) {
+            commands[i]->help(stdout);
+            return CLI_OK;
+        }
+        return commands[i]->run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "qkv: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}

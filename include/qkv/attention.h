@@ -1,0 +1,62 @@
+/* Scaled dot-product attention: softmax(scale * Q K^T + masks) V, forward and backward.
+ *
+ * Two paths compute the same function:
+ *   - fused (flash-style, the default): key blocks are streamed through an online softmax, so memory is linear in
+ *     the sequence length; only the output and one log-sum-exp per query row are kept for backward, which
+ *     recomputes the scores block by block. No [Tq, Tk] buffer exists at any point.
+ *   - materialised: the full [B, H, Tq, Tk] score matrix, as PyTorch 1.13 computes it. Used when the attention
+ *     weights are asked for, and as the reference the fused path is tested against.
+ *
+ * Masks. A query row whose every key is masked (by causality and/or padding) has no defined softmax; both paths
+ * give it output 0 and send zero gradient through it (PyTorch gives NaN there).
+ *
+ * Dropout (training mode, p > 0) drops attention weights after the softmax, keeping each with probability 1-p
+ * and scaling kept ones by 1/(1-p). Element (b, h, i, j) keeps when qkv_rng_uniform_at(seed, base,
+ * ((b*H + h)*Tq + i)*Tk + j) >= p, where (seed, base) is the context generator before the call; each call
+ * advances the generator by ceil(B*H*Tq*Tk / 4) blocks. Both paths therefore drop exactly the same weights.
+ */
+#ifndef QKV_ATTENTION_H
+#define QKV_ATTENTION_H
+
+#include <stdbool.h>
+
+#include "qkv/autograd.h"
+#include "qkv/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qkv_sdpa_opts {
+    /* Query i sees keys j <= i + (Tk - Tq): bottom-right aligned, as torch's is_causal when Tq == Tk. */
+    bool causal;
+    /* [B, Tk] int32 or float32, non-zero = padded key (never attended to), or NULL. Borrowed: it must stay alive
+     * and unchanged until the backward pass has run (like every op input). */
+    const qkv_tensor *key_padding;
+    /* Multiplies Q K^T; 0 means 1/sqrt(D). Must be finite. */
+    float scale;
+    /* Attention-weight dropout probability in [0, 1), applied only in training mode. */
+    float dropout;
+    /* If non-NULL, the materialising path runs and *weights receives the attention weights [B, H, Tq, Tk] (a
+     * context tensor, after dropout, as torch.nn.MultiheadAttention returns them). No gradient flows through
+     * *weights: it is for inspection. */
+    qkv_tensor **weights;
+} qkv_sdpa_opts;
+
+/* No causality, no padding, scale 1/sqrt(D), no dropout, no weights. */
+qkv_sdpa_opts qkv_sdpa_defaults(void);
+
+/* q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] float32, any strides (views such as a permuted
+ * [B, T, H, D] projection are read in place or copied internally) -> a new context tensor [B, H, Tq, Dv].
+ * opts may be NULL for the defaults. Returns NULL (error set) on mismatched shapes, a padding mask of the wrong
+ * shape or dtype, or a bad scale or dropout; NULL inputs give NULL with no new error. */
+qkv_tensor *qkv_sdpa(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v, const qkv_sdpa_opts *opts);
+
+/* The same function through the materialising path even when opts->weights is NULL: memory quadratic in T. */
+qkv_tensor *qkv_sdpa_materialized(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
+                                  const qkv_sdpa_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

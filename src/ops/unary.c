@@ -1,0 +1,145 @@
+/* Elementwise unary ops: relu, gelu (erf and tanh forms), tanh, sigmoid, exp, log, sqrt.
+ *
+ * Every op has the same shape: y = f(x) over a contiguous copy of x, and dx += dy * f'(x, y). Each kernel is one
+ * flat loop per op (the switch sits outside the loop) so gcc vectorises it; exp, sigmoid and gelu_tanh use the
+ * vectorisable qkv__expf. Large tensors are split into fixed chunks across threads; every element is computed
+ * independently, so the result does not depend on the thread count.
+ */
+#include <math.h>
+
+#include "core/internal.h"
+#include "ops/fast_exp.h"
+#include "qkv/ops.h"
+
+typedef enum { U_RELU, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_EXP, U_LOG, U_SQRT } unop;
+
+static const char *const unop_names[] = {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "exp", "log", "sqrt"};
+
+#define CHUNK 4096
+#define PAR_MIN (1 << 15)
+
+#define SQRT1_2 0.70710678118654752f
+#define INV_SQRT_2PI 0.39894228040143268f
+#define SQRT_2_OVER_PI 0.79788456080286536f
+#define GELU_C 0.044715f
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + c x^3). Since 1 + tanh(u) = 2 sigmoid(2u), this is
+ * x * sigmoid(2u): no cancellation for negative x, where 1 + tanh(u) would lose every digit. */
+static inline float gelu_tanh_sig(float x) {
+    float u = SQRT_2_OVER_PI * (x + GELU_C * x * x * x);
+    return 1.0f / (1.0f + qkv__expf(-2.0f * u));
+}
+
+static void forward_range(unop op, float *restrict y, const float *restrict x, int64_t n) {
+    switch (op) {
+    case U_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN, as torch */
+        break;
+    case U_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * SQRT1_2));
+        break;
+    case U_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * gelu_tanh_sig(x[i]);
+        break;
+    case U_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    case U_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + qkv__expf(-x[i]));
+        break;
+    case U_EXP:
+        for (int64_t i = 0; i < n; i++) y[i] = qkv__expf(x[i]);
+        break;
+    case U_LOG:
+        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+        break;
+    case U_SQRT:
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+        break;
+    }
+}
+
+/* dx += dy * f'(x), with y = f(x) at hand for the ops whose derivative is cheapest in terms of y. */
+static void backward_range(unop op, float *restrict dx, const float *restrict dy, const float *restrict x,
+                           const float *restrict y, int64_t n) {
+    switch (op) {
+    case U_RELU:
+        for (int64_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        break;
+    case U_GELU:
+        for (int64_t i = 0; i < n; i++) {
+            float cdf = 0.5f * (1.0f + erff(x[i] * SQRT1_2));
+            float pdf = INV_SQRT_2PI * expf(-0.5f * x[i] * x[i]);
+            dx[i] += dy[i] * (cdf + x[i] * pdf);
+        }
+        break;
+    case U_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            float s = gelu_tanh_sig(x[i]);
+            float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * x[i] * x[i]);
+            dx[i] += dy[i] * (s + x[i] * s * (1.0f - s) * 2.0f * du);
+        }
+        break;
+    case U_TANH:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    case U_SIGMOID:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+        break;
+    case U_EXP:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * y[i];
+        break;
+    case U_LOG:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] / x[i];
+        break;
+    case U_SQRT:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] / (2.0f * y[i]);
+        break;
+    }
+}
+
+static qkv_status unary_backward(qkv_ctx *ctx, qkv_node *nd) {
+    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
+    if (!gx) return QKV_OK;
+    unop op = (unop)nd->i[0];
+    const float *x = nd->saved, *y = nd->out->data, *dy = nd->out->grad->data;
+    float *dx = gx->data;
+    int64_t n = qkv_numel(gx), nchunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
+        backward_range(op, dx + lo, dy + lo, x + lo, y + lo, len);
+    }
+    return QKV_OK;
+}
+
+static qkv_tensor *unary(qkv_ctx *ctx, unop op, qkv_tensor *x) {
+    if (!x) return NULL;
+    const char *name = unop_names[op];
+    if (!qkv__check_f32(name, x, "x")) return NULL;
+    const float *src = qkv__contig_data(ctx, x);
+    qkv_tensor *out = src ? qkv__out_like(ctx, x) : NULL;
+    if (!out) return NULL;
+    float *dst = out->data;
+    int64_t n = qkv_numel(x), nchunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
+        forward_range(op, dst + lo, src + lo, len);
+    }
+    qkv_node *nd = qkv_record(ctx, out, name, unary_backward, 1, &x);
+    if (nd) {
+        nd->i[0] = op;
+        nd->saved = (void *)src; /* x in row-major order: x's own data or an arena copy, alive until reset */
+    }
+    return out;
+}
+
+qkv_tensor *qkv_relu(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_RELU, x); }
+qkv_tensor *qkv_gelu(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_GELU, x); }
+qkv_tensor *qkv_gelu_tanh(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_GELU_TANH, x); }
+qkv_tensor *qkv_tanh(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_TANH, x); }
+qkv_tensor *qkv_sigmoid(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_SIGMOID, x); }
+qkv_tensor *qkv_exp(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_EXP, x); }
+qkv_tensor *qkv_log(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_LOG, x); }
+qkv_tensor *qkv_sqrt(qkv_ctx *ctx, qkv_tensor *x) { return unary(ctx, U_SQRT, x); }

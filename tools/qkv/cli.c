@@ -1,0 +1,128 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qkv/error.h"
+
+int cli_error(const char *cmd, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qkv %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int cli_status_exit(int status) {
+    switch (status) {
+    case QKV_OK: return CLI_OK;
+    case QKV_ERR_INVALID:
+    case QKV_ERR_FORMAT:
+    case QKV_ERR_RANGE:
+    case QKV_ERR_UNSUPPORTED:
+    case QKV_ERR_IO: return CLI_INPUT;
+    default: return CLI_RUNTIME;
+    }
+}
+
+bool cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
+    return false;
+}
+
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = val ? strtol(val, &end, 10) : 0;
+    if (!val || errno || *end || end == val || v < lo || v > hi) {
+        cli_error(cmd, CLI_USAGE, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, val ? val : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = val ? strtod(val, &end) : 0;
+    if (!val || errno || *end || end == val || !(v >= lo && v <= hi)) {
+        cli_error(cmd, CLI_USAGE, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, val ? val : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fmt_duration(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
+}
+
+void cli_progress_start(cli_progress *p, const char *label, long total, const char *unit, bool quiet) {
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    p->total = total;
+    p->unit = unit;
+    p->quiet = quiet;
+    p->tty = isatty(STDERR_FILENO);
+    p->t0 = cli_now();
+}
+
+static void draw(cli_progress *p, const char *extra, bool final) {
+    double el = cli_now() - p->t0;
+    double rate = el > 0 ? p->units / el : 0;
+    double eta = (p->done > 0 && p->total > 0) ? el * (double)(p->total - p->done) / (double)p->done : NAN;
+    char e[32], r[32];
+    fmt_duration(final ? el : eta, e, sizeof e);
+    snprintf(r, sizeof r, "%.0f %s/s", rate, p->unit ? p->unit : "it");
+    if (p->tty) {
+        int width = 24, fill = p->total > 0 ? (int)((double)width * (double)p->done / (double)p->total) : 0;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r%s [%s] %ld/%ld %s %s %s %s\033[K", p->label, bar, p->done, p->total, r,
+                final ? "took" : "eta", e, extra ? extra : "");
+        if (final) fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "%s %ld/%ld %s %s %s %s\n", p->label, p->done, p->total, r, final ? "took" : "eta", e,
+                extra ? extra : "");
+    }
+    fflush(stderr);
+}
+
+void cli_progress_update(cli_progress *p, long done, double units, const char *extra) {
+    p->done = done;
+    p->units = units;
+    if (p->quiet) return;
+    double now = cli_now();
+    /* Redraw at most 10 times a second on a TTY; every 5 s in logs. */
+    if (now - p->last_draw < (p->tty ? 0.1 : 5.0) && done < p->total) return;
+    p->last_draw = now;
+    draw(p, extra, false);
+}
+
+void cli_progress_finish(cli_progress *p, const char *extra) {
+    if (!p->quiet) draw(p, extra, true);
+}

@@ -1,0 +1,49 @@
+/* Shared pieces of the qkv command line: exit codes, subcommand signature, option helpers, progress. */
+#ifndef QKV_CLI_H
+#define QKV_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit codes, the same for every subcommand. */
+enum {
+    CLI_OK = 0,
+    CLI_USAGE = 1,   /* bad command line */
+    CLI_INPUT = 2,   /* bad input data, config or file */
+    CLI_RUNTIME = 3, /* a failure while running (out of memory, i/o error during work) */
+};
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+    void (*help)(FILE *out);
+} cli_command;
+
+/* Print "qkv <cmd>: message" to stderr and return code. */
+int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Map a library status to an exit code (input problems -> CLI_INPUT, others -> CLI_RUNTIME). */
+int cli_status_exit(int status);
+/* True if any argument is --help or -h. */
+bool cli_wants_help(int argc, char **argv);
+/* Parse a positive integer / float option value; prints an error naming the option on failure. */
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
+bool cli_parse_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out);
+
+/* Progress for long work: a redrawn bar on a TTY, plain lines otherwise, nothing when quiet. */
+typedef struct cli_progress {
+    const char *label;
+    long total, done;
+    double t0, last_draw;
+    bool tty, quiet;
+    const char *unit; /* throughput unit, e.g. "tok" */
+    double units;     /* units processed so far */
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *label, long total, const char *unit, bool quiet);
+/* Advance to `done`, with optional extra text (e.g. "loss 2.31 lr 3e-4"). */
+void cli_progress_update(cli_progress *p, long done, double units, const char *extra);
+void cli_progress_finish(cli_progress *p, const char *extra);
+
+double cli_now(void); /* monotonic seconds */
+
+#endif
