@@ -52,7 +52,7 @@ static qkv_tensor *f_permute(qkv_ctx *c, qkv_tensor **in, void *u) { /* permute 
 }
 static qkv_tensor *f_slice(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
-    return qkv_mul(c, qkv_slice(c, in[0], 1, 1, 5, 2), qkv_slice(c, in[0], -1, 0, 2, 1));
+    return qkv_mul(c, qkv_slice(c, in[0], 1, 1, 5, 2), qkv_slice(c, in[0], 1, -2, 6, 1));
 }
 static qkv_tensor *f_concat(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
@@ -67,8 +67,10 @@ static qkv_tensor *f_stack(qkv_ctx *c, qkv_tensor **in, void *u) {
 static qkv_tensor *f_split(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
     qkv_tensor *parts[3];
-    if (qkv_split(c, in[0], 1, 3, (const int64_t[]){1, 3, 2}, parts) != QKV_OK) return NULL;
-    return qkv_add(c, qkv_mul(c, parts[0], parts[2]), qkv_sum_all(c, parts[1]) ? parts[1] : NULL);
+    if (qkv_split(c, in[0], 1, 3, (const int64_t[]){2, 1, 3}, parts) != QKV_OK) return NULL;
+    /* [2,2] * [2,1] broadcast, concatenated with the [2,3] piece scaled */
+    qkv_tensor *xs[2] = {qkv_mul(c, parts[0], parts[1]), qkv_scale(c, parts[2], 2.0f)};
+    return qkv_concat(c, 2, xs, 1);
 }
 static qkv_tensor *f_broadcast(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
