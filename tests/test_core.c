@@ -1,5 +1,6 @@
 /* Core: errors, tensors, the arena, the Philox generator, determinism. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gradcheck.h"

@@ -10,6 +10,7 @@
 #include "qkv/threads.h"
 #include "qkv/safetensors.h"
 #include "qkv/params.h"
+#include "qkv/optim.h"
 
 #define QKV_VERSION "0.1.0"
 

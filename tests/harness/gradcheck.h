@@ -28,7 +28,7 @@ bool gradcheck(const char *name, gc_fn f, int n, qkv_tensor **inputs, void *user
 /* Heap float32 tensor of the given shape filled with uniform values in [lo, hi) from a fixed seed. */
 qkv_tensor *gc_rand(uint64_t seed, float lo, float hi, int ndim, const int64_t *shape);
 
-/* PyTorch fixtures. A fixture file (tests/fixtures/NAME.safetensors, written by tests/ref/*.py) holds, for each
+/* PyTorch fixtures. A fixture file (tests/fixtures/NAME.safetensors, written by a script in tests/ref) holds, for each
  * case K: inputs "K.in.<i>", the output "K.out", the upstream gradient "K.gout" and the input gradients
  * "K.grad.<i>" (absent for inputs without a gradient). fixture_check() loads case K's inputs, runs f, compares
  * the output, backpropagates gout and compares every gradient (rtol, atol); returns true when all match.
