@@ -76,7 +76,7 @@ qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *weight, qkv_tensor *ids);
 qkv_tensor *qkv_index_select(qkv_ctx *ctx, qkv_tensor *x, int axis, qkv_tensor *index);
 /* torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for axis 1, etc.; index int32 with x's ndim. */
 qkv_tensor *qkv_gather(qkv_ctx *ctx, qkv_tensor *x, int axis, qkv_tensor *index);
-/* x where mask is zero, `value` where mask is non-zero (mask f32 or i32, broadcast to x). */
+/* x where mask is zero, `value` where mask is non-zero (mask f32 or i32; x and mask broadcast together, as torch). */
 qkv_tensor *qkv_masked_fill(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *mask, float value);
 /* cond ? a : b elementwise (cond f32 or i32, non-zero = true); all three broadcast together. */
 qkv_tensor *qkv_where(qkv_ctx *ctx, qkv_tensor *cond, qkv_tensor *a, qkv_tensor *b);
@@ -103,10 +103,19 @@ typedef struct qkv_ce_opts {
 qkv_ce_opts qkv_ce_defaults(void);
 /* Cross-entropy of logits [..., C] (class axis last) against int32 targets [...]. With reduction mean the
  * result is sum(w_i * loss_i) / sum(w_i), w_i = class_weight[t_i] * token_weight_i over non-ignored tokens
- * (torch.nn.functional.cross_entropy semantics when token_weight is NULL). opts may be NULL for defaults. */
+ * (torch.nn.functional.cross_entropy semantics when token_weight is NULL). opts may be NULL for defaults.
+ * Label smoothing e follows torch 1.13: loss_i = (1-e) w[t] (-log p_t) + e/C sum_c w[c] (-log p_c), times
+ * token_weight_i; the mean still divides by sum(class_weight[t_i] * token_weight_i). Reduction none gives per-token
+ * losses (0 at ignored ones). If every token is ignored the mean is NaN (0/0, as torch) with zero gradient.
+ * Targets outside [0, C) other than ignore_index are a QKV_ERR_RANGE error. Gradients flow into logits only (not
+ * into class_weight or token_weight). */
 qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets, const qkv_ce_opts *opts);
+/* (a - b)^2 with a and b broadcast together; mean is over the broadcast elements (torch.nn.functional.mse_loss). */
 qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, qkv_reduction reduction);
-/* torch.nn.functional.cosine_similarity along axis: dot / max(|a| * |b|, eps). */
+/* torch.nn.functional.cosine_similarity along axis, a and b broadcast together, as torch 1.13 computes it:
+ * dot / (max(|a|, eps) * max(|b|, eps)), each norm clamped on its own. As in torch the clamp is invisible to the
+ * backward (it uses d|a|/da = a / max(|a|, eps)), so for norms below eps the gradient is torch's, not the exact
+ * derivative. */
 qkv_tensor *qkv_cosine_similarity(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, int axis, float eps);
 
 #ifdef __cplusplus

@@ -40,7 +40,8 @@ const char *qkv_st_metadata_key(const qkv_st_file *f, int i);
 /* A new heap tensor (float32 for float dtypes, int32 for integer dtypes; I64 values must fit in int32).
  * Caller frees with qkv_tensor_free(). */
 qkv_tensor *qkv_st_read(const qkv_st_file *f, const char *name);
-/* Into an existing tensor of exactly the stored shape (any dtype conversion as above). */
+/* Into an existing tensor of exactly the stored shape (any dtype conversion as above); dst may be a strided view.
+ * On error dst is left unchanged. */
 qkv_status qkv_st_read_into(const qkv_st_file *f, const char *name, qkv_tensor *dst);
 
 typedef struct qkv_st_writer qkv_st_writer;
@@ -48,8 +49,11 @@ qkv_st_writer *qkv_st_writer_new(void);
 void qkv_st_writer_free(qkv_st_writer *w);
 /* Adds a tensor by reference: it must stay alive and unchanged until save. Names must be unique. */
 qkv_status qkv_st_writer_add(qkv_st_writer *w, const char *name, const qkv_tensor *t);
+/* Copies key and value (valid UTF-8); a key given twice keeps the later value. */
 qkv_status qkv_st_writer_meta(qkv_st_writer *w, const char *key, const char *value);
-/* Atomic write (temp file, fsync, rename, fsync of the directory). */
+/* Atomic write (temp file "<path>.tmp.<pid>", fsync, rename, fsync of the directory). Tensors are written as
+ * F32 / I32 in row-major order whatever their strides; the header is padded with spaces to a multiple of 8. On
+ * failure the temp file is removed and any existing file at path is untouched. The writer can be saved again. */
 qkv_status qkv_st_writer_save(qkv_st_writer *w, const char *path);
 
 #ifdef __cplusplus

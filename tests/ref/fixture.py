@@ -42,10 +42,10 @@ class Fixture:
         self.gen = torch.Generator().manual_seed(seed)
 
     def rand(self, *shape, lo=-1.0, hi=1.0):
-        return torch.rand(*shape, generator=self.gen) * (hi - lo) + lo
+        return torch.rand(tuple(shape), generator=self.gen) * (hi - lo) + lo
 
     def randint(self, high, *shape, low=0):
-        return torch.randint(low, high, shape, generator=self.gen, dtype=torch.int32)
+        return torch.randint(low, high, tuple(shape), generator=self.gen, dtype=torch.int32)
 
     def case(self, key, fn, inputs, grad=None):
         """inputs: list of tensors; float ones get gradients unless grad[i] is False."""
