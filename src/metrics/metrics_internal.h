@@ -14,7 +14,7 @@
 bool qkv__py_isspace(int32_t cp);
 /* Byte length of the UTF-8 sequence at s (s[0..len)) and its code point in *cp; 0 if the bytes are not valid
  * UTF-8 (the error is not set: callers name their own context). */
-size_t qkv__utf8_decode(const unsigned char *s, size_t len, int32_t *cp);
+size_t qkv__metrics_utf8_decode(const unsigned char *s, size_t len, int32_t *cp);
 /* Python's str.lower() of a UTF-8 string, as a new NUL-terminated malloc'd string (length in *out_len), or NULL
  * (error set) on invalid UTF-8 / out of memory. `what` names the input in error messages. */
 char *qkv__py_lower(const char *s, size_t len, size_t *out_len, const char *what);
