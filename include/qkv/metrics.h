@@ -67,7 +67,7 @@ typedef struct qkv_bleu_result {
 /* Corpus BLEU. hyps: n hypothesis strings. refs: n_refs reference streams, each an array of n strings (sacrebleu's
  * layout: refs[r][i] is reference r of segment i); a NULL reference entry means "segment i has fewer references".
  * opts NULL = qkv_bleu_default_opts(). */
-qkv_status qkv_bleu_corpus(const char *const *hyps, size_t n, const char *const *const *refs, int n_refs,
+qkv_status qkv_bleu_corpus(const char *const *hyps, size_t n, const char **const *refs, int n_refs,
                            const qkv_bleu_opts *opts, qkv_bleu_result *out);
 /* Sentence BLEU of one hypothesis against n_refs references. opts NULL = qkv_bleu_sentence_opts(). */
 qkv_status qkv_bleu_sentence(const char *hyp, const char *const *refs, int n_refs, const qkv_bleu_opts *opts,

@@ -11,6 +11,9 @@
 #include "qkv/safetensors.h"
 #include "qkv/params.h"
 #include "qkv/optim.h"
+#include "qkv/schedule.h"
+#include "qkv/data.h"
+#include "qkv/metrics.h"
 
 #define QKV_VERSION "0.1.0"
 
