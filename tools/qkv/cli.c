@@ -126,3 +126,69 @@ void cli_progress_update(cli_progress *p, long done, double units, const char *e
 void cli_progress_finish(cli_progress *p, const char *extra) {
     if (!p->quiet) draw(p, extra, true);
 }
+
+#include "qkv/data.h"
+
+cli_lines *cli_read_lines(const char *cmd, const char *path) {
+    qkv_data_opts o = {.format = QKV_DATA_LINES, .keep_blank = true};
+    qkv_reader *r = NULL;
+    char *buf = NULL;
+    if (!strcmp(path, "-")) { /* slurp stdin, then read it like a file */
+        size_t cap = 1 << 16, len = 0, got;
+        buf = malloc(cap);
+        while (buf && (got = fread(buf + len, 1, cap - len, stdin)) > 0) {
+            len += got;
+            if (len == cap) {
+                char *nb = realloc(buf, cap *= 2);
+                if (!nb) {
+                    free(buf);
+                    buf = NULL;
+                }
+                buf = nb;
+            }
+        }
+        if (!buf) {
+            cli_error(cmd, CLI_RUNTIME, "out of memory reading standard input");
+            return NULL;
+        }
+        r = qkv_reader_open_mem("<stdin>", buf, len, &o);
+        free(buf);
+    } else {
+        r = qkv_reader_open(path, &o);
+    }
+    cli_lines *l = calloc(1, sizeof *l);
+    size_t cap = 0;
+    const qkv_data_record *rec;
+    qkv_status st = r && l ? QKV_OK : QKV_ERR_IO;
+    while (st == QKV_OK && (st = qkv_reader_next(r, &rec)) == QKV_OK && rec) {
+        if (l->n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            char **nl = realloc(l->line, sizeof *nl * cap);
+            if (!nl) {
+                st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+                break;
+            }
+            l->line = nl;
+        }
+        l->line[l->n] = strdup(rec->n_fields ? rec->fields[0] : "");
+        if (!l->line[l->n]) {
+            st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        l->n++;
+    }
+    qkv_reader_close(r);
+    if (st != QKV_OK) {
+        cli_error(cmd, cli_status_exit(st), "%s", qkv_last_error());
+        cli_lines_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void cli_lines_free(cli_lines *l) {
+    if (!l) return;
+    for (size_t i = 0; i < l->n; i++) free(l->line[i]);
+    free(l->line);
+    free(l);
+}

@@ -46,4 +46,14 @@ void cli_progress_finish(cli_progress *p, const char *extra);
 
 double cli_now(void); /* monotonic seconds */
 
+
+
+/* Lines of a UTF-8 text file ("-" = standard input), blank lines kept. NULL (message printed, naming the file and
+ * line) on a read error or invalid UTF-8. Free with cli_lines_free. */
+typedef struct cli_lines {
+    char **line;
+    size_t n;
+} cli_lines;
+cli_lines *cli_read_lines(const char *cmd, const char *path);
+void cli_lines_free(cli_lines *l);
 #endif

@@ -8,6 +8,8 @@
 
 static const cli_command *const commands[] = {
     &cmd_demo,
+    &cmd_bleu,
+    &cmd_rouge,
     &cmd_bench,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
