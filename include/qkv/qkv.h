@@ -12,6 +12,7 @@
 #include "qkv/params.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
+#include "qkv/checkpoint.h"
 #include "qkv/data.h"
 #include "qkv/metrics.h"
 
