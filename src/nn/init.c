@@ -70,7 +70,7 @@ qkv_status qkv_init_normal(qkv_tensor *t, float mean, float std, qkv_rng *rng) {
 
 static qkv_status xavier_std(const char *fn, const qkv_tensor *t, float gain, const qkv_rng *rng, float *std) {
     qkv_status st = check_rng(fn, t, rng);
-    int64_t fi, fo;
+    int64_t fi = 0, fo = 0;
     if (st || (st = qkv_init_fans(t, &fi, &fo))) return st;
     if (fi + fo == 0) return qkv_error_set(QKV_ERR_INVALID, "%s: tensor has no elements", fn);
     *std = gain * (float)sqrt(2.0 / (double)(fi + fo));
@@ -78,7 +78,7 @@ static qkv_status xavier_std(const char *fn, const qkv_tensor *t, float gain, co
 }
 
 qkv_status qkv_init_xavier_uniform(qkv_tensor *t, float gain, qkv_rng *rng) {
-    float std;
+    float std = 0.0f;
     qkv_status st = xavier_std("init xavier_uniform", t, gain, rng, &std);
     if (st) return st;
     float a = sqrtf(3.0f) * std;
@@ -87,7 +87,7 @@ qkv_status qkv_init_xavier_uniform(qkv_tensor *t, float gain, qkv_rng *rng) {
 }
 
 qkv_status qkv_init_xavier_normal(qkv_tensor *t, float gain, qkv_rng *rng) {
-    float std;
+    float std = 0.0f;
     qkv_status st = xavier_std("init xavier_normal", t, gain, rng, &std);
     if (st) return st;
     qkv_rng_fill_normal(rng, t, 0.0f, std);
@@ -97,9 +97,10 @@ qkv_status qkv_init_xavier_normal(qkv_tensor *t, float gain, qkv_rng *rng) {
 static qkv_status kaiming_std(const char *fn, const qkv_tensor *t, float slope, qkv_fan_mode mode,
                               qkv_nonlinearity nl, const qkv_rng *rng, float *std) {
     qkv_status st = check_rng(fn, t, rng);
-    int64_t fi, fo;
+    int64_t fi = 0, fo = 0;
     if (st || (st = qkv_init_fans(t, &fi, &fo))) return st;
-    if (mode != QKV_FAN_IN && mode != QKV_FAN_OUT) return qkv_error_set(QKV_ERR_INVALID, "%s: bad fan mode %d", fn, mode);
+    if (mode != QKV_FAN_IN && mode != QKV_FAN_OUT)
+        return qkv_error_set(QKV_ERR_INVALID, "%s: bad fan mode %d", fn, (int)mode);
     int64_t fan = mode == QKV_FAN_IN ? fi : fo;
     if (fan == 0) return qkv_error_set(QKV_ERR_INVALID, "%s: tensor has a zero fan", fn);
     *std = qkv_init_gain(nl, slope) / sqrtf((float)fan);
@@ -108,7 +109,7 @@ static qkv_status kaiming_std(const char *fn, const qkv_tensor *t, float slope, 
 
 qkv_status qkv_init_kaiming_uniform(qkv_tensor *t, float slope, qkv_fan_mode mode, qkv_nonlinearity nl,
                                     qkv_rng *rng) {
-    float std;
+    float std = 0.0f;
     qkv_status st = kaiming_std("init kaiming_uniform", t, slope, mode, nl, rng, &std);
     if (st) return st;
     float a = sqrtf(3.0f) * std;
@@ -118,7 +119,7 @@ qkv_status qkv_init_kaiming_uniform(qkv_tensor *t, float slope, qkv_fan_mode mod
 
 qkv_status qkv_init_kaiming_normal(qkv_tensor *t, float slope, qkv_fan_mode mode, qkv_nonlinearity nl,
                                    qkv_rng *rng) {
-    float std;
+    float std = 0.0f;
     qkv_status st = kaiming_std("init kaiming_normal", t, slope, mode, nl, rng, &std);
     if (st) return st;
     qkv_rng_fill_normal(rng, t, 0.0f, std);

@@ -1,5 +1,5 @@
 /* A branch-free expf that gcc can vectorise (libm's expf is a call per element unless -ffast-math, which we do not
- * use). Used by the hot loops of softmax, log_softmax, sigmoid, gelu_tanh and exp. Not installed.
+ * use). Used by the hot loops of softmax, log_softmax, sigmoid, gelu, gelu_tanh and exp. Not installed.
  *
  * exp(x) = 2^n * exp(r) with n = round(x / ln 2) and |r| <= ln2/2; exp(r) by a degree-7 Taylor polynomial
  * (truncation < 1e-8 relative) and 2^n assembled in the exponent bits. Measured against libm in tests: within

@@ -1,9 +1,10 @@
 /* Elementwise unary ops: relu, gelu (erf and tanh forms), tanh, sigmoid, exp, log, sqrt.
  *
  * Every op has the same shape: y = f(x) over a contiguous copy of x, and dx += dy * f'(x, y). Each kernel is one
- * flat loop per op (the switch sits outside the loop) so gcc vectorises it; exp, sigmoid and gelu_tanh use the
- * vectorisable qkv__expf. Large tensors are split into fixed chunks across threads; every element is computed
- * independently, so the result does not depend on the thread count.
+ * flat loop per op (the switch sits outside the loop) so gcc vectorises it: exp, sigmoid, gelu and gelu_tanh use
+ * the vectorisable qkv__expf (and gelu its own erf); only tanh, log and sqrt call libm. Large tensors are split
+ * into fixed chunks across threads; every element is computed independently, so the result does not depend on the
+ * thread count.
  */
 #include <math.h>
 
@@ -23,6 +24,44 @@ static const char *const unop_names[] = {"relu", "gelu", "gelu_tanh", "tanh", "s
 #define SQRT_2_OVER_PI 0.79788456080286536f
 #define GELU_C 0.044715f
 
+/* Phi(x), the standard normal CDF, for gelu(x) = x * Phi(x); also returns exp(-x^2 / 2) for the derivative
+ * x * phi(x). libm's erff is a call per element, so this is a branch-free (vectorisable) version:
+ *   |z| < 0.9 (z = x / sqrt 2):  erf(z) = z P(z^2), P a degree-5 least-squares fit (relative error 1.3e-8);
+ *   otherwise:                    erfc(|z|) = exp(-z^2) Q(t), t = 1 / (1 + |z| / 2), Q of degree 8 (1.6e-8),
+ * both fitted in float64 at Chebyshev nodes. Phi(x) = 1 - erfc(|z|)/2 for x > 0 and erfc(|z|)/2 for x < 0, so the
+ * negative tail keeps its relative accuracy (torch's 0.5 (1 + erf(z)) cancels to 0 there). exp(-x^2/2) uses the
+ * exact square x^2 = s + e (fma), since the rounding of x^2 alone would cost 1e-5 relative at x = 10. Measured
+ * against float64: Phi within 7e-7 relative for x in [-12, 14]; |x| is clamped at 14, where Phi is denormal. */
+static inline float gelu_phi(float x, float *gauss) {
+    float ax = fabsf(x);
+    float xc = ax > 14.0f ? 14.0f : ax; /* a comparison, not fminf, so NaN propagates */
+    float z = xc * SQRT1_2, z2 = z * z;
+    float p = -6.123287666e-04f;
+    p = p * z2 + 5.019129570e-03f;
+    p = p * z2 - 2.678451551e-02f;
+    p = p * z2 + 1.128232844e-01f;
+    p = p * z2 - 3.761254760e-01f;
+    p = p * z2 + 1.128379161e+00f;
+    float erf_small = z * p;
+    float phi_small = 0.5f + 0.5f * (x < 0.0f ? -erf_small : erf_small);
+    float sx = xc * xc, ex = fmaf(xc, xc, -sx);
+    float g = qkv__expf(-0.5f * sx) * (1.0f - 0.5f * ex);
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float q = 7.659149779e-02f;
+    q = q * t - 1.727751441e-01f;
+    q = q * t + 1.045467559e-02f;
+    q = q * t + 1.147580329e-01f;
+    q = q * t + 1.544819556e-01f;
+    q = q * t + 2.537638238e-01f;
+    q = q * t + 2.808903339e-01f;
+    q = q * t + 2.822055814e-01f;
+    q = q * t - 4.221849663e-06f;
+    float half_erfc = 0.5f * g * q;
+    float phi_big = x < 0.0f ? half_erfc : 1.0f - half_erfc;
+    *gauss = g;
+    return z < 0.9f ? phi_small : phi_big;
+}
+
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + c x^3). Since 1 + tanh(u) = 2 sigmoid(2u), this is
  * x * sigmoid(2u): no cancellation for negative x, where 1 + tanh(u) would lose every digit. */
 static inline float gelu_tanh_sig(float x) {
@@ -36,7 +75,10 @@ static void forward_range(unop op, float *restrict y, const float *restrict x, i
         for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN, as torch */
         break;
     case U_GELU:
-        for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * SQRT1_2));
+        for (int64_t i = 0; i < n; i++) {
+            float g;
+            y[i] = x[i] * gelu_phi(x[i], &g);
+        }
         break;
     case U_GELU_TANH:
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * gelu_tanh_sig(x[i]);
@@ -68,9 +110,8 @@ static void backward_range(unop op, float *restrict dx, const float *restrict dy
         break;
     case U_GELU:
         for (int64_t i = 0; i < n; i++) {
-            float cdf = 0.5f * (1.0f + erff(x[i] * SQRT1_2));
-            float pdf = INV_SQRT_2PI * expf(-0.5f * x[i] * x[i]);
-            dx[i] += dy[i] * (cdf + x[i] * pdf);
+            float g, cdf = gelu_phi(x[i], &g);
+            dx[i] += dy[i] * (cdf + x[i] * INV_SQRT_2PI * g);
         }
         break;
     case U_GELU_TANH:

@@ -7,6 +7,7 @@
 extern const cli_command cmd_demo;
 extern const cli_command cmd_bench;
 extern const cli_command cmd_bleu;
+extern const cli_command cmd_tokenize;
 extern const cli_command cmd_rouge;
 
 #endif

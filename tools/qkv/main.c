@@ -8,6 +8,7 @@
 
 static const cli_command *const commands[] = {
     &cmd_demo,
+    &cmd_tokenize,
     &cmd_bleu,
     &cmd_rouge,
     &cmd_bench,

@@ -1,0 +1,265 @@
+/* qkv tokenize: encode, decode, learn a BPE, and write token shards. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qkv/shard.h"
+#include "qkv/text.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: qkv tokenize encode TOKENIZER [--tokens] [FILE]\n"
+            "       qkv tokenize decode TOKENIZER [FILE]\n"
+            "       qkv tokenize shard TOKENIZER -o OUT.bin FILE...\n"
+            "       qkv tokenize train --vocab-size N [--min-freq K] --out DIR FILE...\n\n"
+            "TOKENIZER is one of\n"
+            "  --bpe DIR               GPT-2 byte-level BPE from DIR/vocab.json + DIR/merges.txt\n"
+            "                          (also encoder.json + vocab.bpe)\n"
+            "  --wordpiece VOCAB.txt   BERT WordPiece (lowercasing, accent stripping; --cased to keep case)\n\n"
+            "encode  reads text lines (FILE or standard input) and prints one line of space-separated ids per\n"
+            "        input line (--tokens: the tokens instead). WordPiece adds [CLS] ... [SEP].\n"
+            "decode  reads lines of ids and prints the text.\n"
+            "shard   encodes whole files (each line followed by a newline) into one binary token shard for\n"
+            "        training (see include/qkv/shard.h), printing the token count.\n"
+            "train   learns a byte-level BPE with N tokens (256 bytes + merges) from the files, writing\n"
+            "        DIR/vocab.json and DIR/merges.txt (plus <|endoftext|>).\n");
+}
+
+typedef struct {
+    qkv_bpe *bpe;
+    qkv_wordpiece *wp;
+} tokenizer;
+
+static void tok_free(tokenizer *t) {
+    qkv_bpe_free(t->bpe);
+    qkv_wordpiece_free(t->wp);
+}
+
+static int file_exists(const char *p) {
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* Parses --bpe / --wordpiece / --cased at argv[*i]; returns 1 if consumed, 0 if not a tokenizer option, -1 on error. */
+static int tok_option(int argc, char **argv, int *i, tokenizer *t, bool *cased) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--cased")) {
+        *cased = true;
+        return 1;
+    }
+    if (!strcmp(a, "--bpe") && v) {
+        char vj[4096], mg[4096];
+        snprintf(vj, sizeof vj, "%s/vocab.json", v);
+        snprintf(mg, sizeof mg, "%s/merges.txt", v);
+        if (!file_exists(vj)) snprintf(vj, sizeof vj, "%s/encoder.json", v);
+        if (!file_exists(mg)) snprintf(mg, sizeof mg, "%s/vocab.bpe", v);
+        (*i)++;
+        if (!(t->bpe = qkv_bpe_load(vj, mg))) return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--wordpiece") && v) {
+        (*i)++;
+        qkv_wordpiece_opts o = qkv_wordpiece_default_opts();
+        if (*cased) o.lowercase = false;
+        if (!(t->wp = qkv_wordpiece_load(v, &o))) return -1;
+        return 1;
+    }
+    return 0;
+}
+
+static qkv_status encode_line(tokenizer *t, const char *s, size_t len, qkv_encoding *e) {
+    memset(e, 0, sizeof *e);
+    if (t->bpe) return qkv_bpe_encode_full(t->bpe, s, len, e);
+    return qkv_wordpiece_encode(t->wp, s, len, NULL, 0, true, e);
+}
+
+static int cmd_encode(int argc, char **argv, bool decode) {
+    tokenizer t = {0};
+    bool tokens = false, cased = false;
+    const char *path = "-";
+    for (int i = 1; i < argc; i++) {
+        int r = tok_option(argc, argv, &i, &t, &cased);
+        if (r < 0) {
+            tok_free(&t);
+            return cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
+        }
+        if (r) continue;
+        if (!strcmp(argv[i], "--tokens") && !decode) tokens = true;
+        else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) path = argv[i];
+        else {
+            tok_free(&t);
+            return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!t.bpe && !t.wp) return cli_error("tokenize", CLI_USAGE, "no tokenizer (--bpe DIR or --wordpiece VOCAB)");
+    cli_lines *lines = cli_read_lines("tokenize", path);
+    int rc = lines ? CLI_OK : CLI_INPUT;
+    for (size_t l = 0; lines && l < lines->n && rc == CLI_OK; l++) {
+        const char *s = lines->line[l];
+        if (decode) {
+            size_t n = 0, cap = 16;
+            int32_t *ids = malloc(sizeof *ids * cap);
+            char *end;
+            for (const char *p = s; ids;) {
+                while (*p == ' ' || *p == '\t') p++;
+                if (!*p) break;
+                long v = strtol(p, &end, 10);
+                if (end == p) {
+                    rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: '%s' is not a token id", path, l + 1, p);
+                    break;
+                }
+                if (n == cap) ids = realloc(ids, sizeof *ids * (cap *= 2));
+                if (ids) ids[n++] = (int32_t)v;
+                p = end;
+            }
+            char *text = NULL;
+            size_t len = 0;
+            qkv_status st = rc ? QKV_OK
+                               : (t.bpe ? qkv_bpe_decode(t.bpe, ids, n, &text, &len)
+                                        : qkv_wordpiece_decode(t.wp, ids, n, &text, &len));
+            if (st) rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
+            else if (!rc) printf("%s\n", text);
+            free(text);
+            free(ids);
+        } else {
+            qkv_encoding e;
+            if (encode_line(&t, s, strlen(s), &e) != QKV_OK) {
+                rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
+                break;
+            }
+            for (size_t k = 0; k < e.n; k++) {
+                if (tokens)
+                    printf("%s%s", k ? " " : "",
+                           t.bpe ? qkv_bpe_token(t.bpe, e.ids[k]) : qkv_wordpiece_token(t.wp, e.ids[k]));
+                else
+                    printf("%s%d", k ? " " : "", e.ids[k]);
+            }
+            printf("\n");
+            qkv_encoding_free(&e);
+        }
+    }
+    cli_lines_free(lines);
+    tok_free(&t);
+    return rc;
+}
+
+static int cmd_shard(int argc, char **argv) {
+    tokenizer t = {0};
+    bool cased = false;
+    const char *out = NULL, *files[256];
+    int nf = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = tok_option(argc, argv, &i, &t, &cased);
+        if (r < 0) {
+            tok_free(&t);
+            return cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
+        }
+        if (r) continue;
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (argv[i][0] != '-' && nf < 256) files[nf++] = argv[i];
+        else {
+            tok_free(&t);
+            return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if ((!t.bpe && !t.wp) || !out || !nf) {
+        tok_free(&t);
+        return cli_error("tokenize", CLI_USAGE, "shard needs a tokenizer, -o OUT and input files");
+    }
+    size_t vocab = t.bpe ? qkv_bpe_vocab_size(t.bpe) : qkv_wordpiece_vocab_size(t.wp);
+    qkv_shard_writer *w = qkv_shard_writer_open(out, vocab);
+    int rc = w ? CLI_OK : cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
+    unsigned long long total = 0;
+    for (int f = 0; w && f < nf && rc == CLI_OK; f++) {
+        cli_lines *lines = cli_read_lines("tokenize", files[f]);
+        if (!lines) rc = CLI_INPUT;
+        for (size_t l = 0; lines && l < lines->n && rc == CLI_OK; l++) {
+            size_t len = strlen(lines->line[l]);
+            char *s = malloc(len + 2);
+            qkv_encoding e = {0};
+            if (!s) {
+                rc = cli_error("tokenize", CLI_RUNTIME, "out of memory");
+                break;
+            }
+            memcpy(s, lines->line[l], len);
+            s[len] = '\n';
+            s[len + 1] = '\0';
+            if (encode_line(&t, s, len + 1, &e) || qkv_shard_writer_add(w, e.ids, e.n))
+                rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: %s", files[f], l + 1, qkv_last_error());
+            total += e.n;
+            qkv_encoding_free(&e);
+            free(s);
+        }
+        cli_lines_free(lines);
+    }
+    if (w && rc == CLI_OK && qkv_shard_writer_close(w) != QKV_OK)
+        rc = cli_error("tokenize", CLI_RUNTIME, "%s", qkv_last_error());
+    else if (w && rc != CLI_OK)
+        qkv_shard_writer_abort(w);
+    if (rc == CLI_OK) printf("%s: %llu tokens, vocabulary %zu\n", out, total, vocab);
+    tok_free(&t);
+    return rc;
+}
+
+static int cmd_train(int argc, char **argv) {
+    long vocab = 0, min_freq = 2;
+    const char *dir = NULL, *files[256];
+    int nf = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--vocab-size") && v) {
+            if (!cli_parse_int("tokenize", a, argv[++i], 257, 1 << 20, &vocab)) return CLI_USAGE;
+        } else if (!strcmp(a, "--min-freq") && v) {
+            if (!cli_parse_int("tokenize", a, argv[++i], 1, 1L << 40, &min_freq)) return CLI_USAGE;
+        } else if (!strcmp(a, "--out") && v) {
+            dir = argv[++i];
+        } else if (a[0] != '-' && nf < 256) {
+            files[nf++] = a;
+        } else {
+            return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", a);
+        }
+    }
+    if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
+    cli_lines *all[256];
+    size_t total = 0;
+    for (int f = 0; f < nf; f++) {
+        if (!(all[f] = cli_read_lines("tokenize", files[f]))) {
+            for (int g = 0; g < f; g++) cli_lines_free(all[g]);
+            return CLI_INPUT;
+        }
+        total += all[f]->n;
+    }
+    const char **texts = malloc(sizeof *texts * (total ? total : 1));
+    size_t *lens = malloc(sizeof *lens * (total ? total : 1)), k = 0;
+    int rc = texts && lens ? CLI_OK : cli_error("tokenize", CLI_RUNTIME, "out of memory");
+    for (int f = 0; rc == CLI_OK && f < nf; f++)
+        for (size_t l = 0; l < all[f]->n; l++, k++) {
+            texts[k] = all[f]->line[l];
+            lens[k] = strlen(texts[k]);
+        }
+    char vj[4096], mg[4096];
+    snprintf(vj, sizeof vj, "%s/vocab.json", dir);
+    snprintf(mg, sizeof mg, "%s/merges.txt", dir);
+    const char *specials[] = {"<|endoftext|>", NULL};
+    if (rc == CLI_OK && qkv_bpe_train(texts, lens, total, (size_t)vocab, min_freq, specials, vj, mg) != QKV_OK)
+        rc = cli_error("tokenize", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (rc == CLI_OK) printf("wrote %s and %s\n", vj, mg);
+    free(texts);
+    free(lens);
+    for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+    return rc;
+}
+
+static int run(int argc, char **argv) {
+    if (argc < 2) return cli_error("tokenize", CLI_USAGE, "which action? encode, decode, shard or train");
+    if (!strcmp(argv[1], "encode")) return cmd_encode(argc - 1, argv + 1, false);
+    if (!strcmp(argv[1], "decode")) return cmd_encode(argc - 1, argv + 1, true);
+    if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    return cli_error("tokenize", CLI_USAGE, "unknown action '%s' (encode, decode, shard, train)", argv[1]);
+}
+
+const cli_command cmd_tokenize = {"tokenize", "encode/decode text (GPT-2 BPE, WordPiece), learn a BPE, write shards",
+                                  run, help};
