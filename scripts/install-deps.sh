@@ -5,7 +5,8 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config
-  libopenblas-dev          # cblas_sgemm (pthread variant comes with it)
+  libopenblas-dev          # cblas headers (and the default pthread build)
+  libopenblas0-openmp      # the OpenMP build qkv links: one thread pool for BLAS and qkv's kernels
   libcjson-dev             # JSON configs, safetensors headers
   libutf8proc-dev          # Unicode normalisation for WordPiece
   libpcre2-dev             # GPT-2 pre-tokenisation regex
