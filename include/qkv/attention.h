@@ -30,8 +30,8 @@ extern "C" {
 typedef struct qkv_sdpa_opts {
     /* Query i sees keys j <= i + (Tk - Tq): bottom-right aligned, as torch's is_causal when Tq == Tk. */
     bool causal;
-    /* [B, Tk] int32 or float32, non-zero = padded key (never attended to), or NULL. Borrowed: it must stay alive
-     * and unchanged until the backward pass has run (like every op input). */
+    /* [B, Tk] int32 or float32 (any strides), non-zero = padded key (never attended to), or NULL. Read during the
+     * call only: backward does not look at it again. */
     const qkv_tensor *key_padding;
     /* Multiplies Q K^T; 0 means 1/sqrt(D). Must be finite. */
     float scale;

@@ -7,6 +7,7 @@
 #include "qkv/rng.h"
 #include "qkv/autograd.h"
 #include "qkv/ops.h"
+#include "qkv/attention.h"
 #include "qkv/threads.h"
 #include "qkv/safetensors.h"
 #include "qkv/params.h"

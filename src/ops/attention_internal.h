@@ -28,16 +28,22 @@ static inline int64_t qkv__sdpa_visible(const sdpa_plan *p, int64_t i, int64_t j
 /* Dropout multipliers of keys [j0, j0 + n) of row (bh, i): 0 for a dropped weight, 1/(1-p) for a kept one. */
 void qkv__sdpa_keep(const sdpa_plan *p, int64_t bh, int64_t i, int64_t j0, int64_t n, float *mult);
 
-/* Fused forward. q [B*H, Tq, D], k [B*H, Tk, D], v [B*H, Tk, Dv] contiguous; writes out [B*H, Tq, Dv] and, when
- * lse is not NULL, the base-2 log-sum-exp of each row's scaled scores [B*H, Tq] (+inf for a fully masked row).
- * Scratch comes from ctx. */
-qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const float *q, const float *k,
-                                   const float *v, float *out, float *lse);
+/* A [B, H, T, D] operand read in place: row (b, h, t) starts at p + b*sb + h*sh + t*st, its D elements adjacent. */
+typedef struct sdpa_rows {
+    const float *p;
+    int64_t sb, sh, st;
+} sdpa_rows;
 
-/* Fused backward: adds the gradients into dq, dk, dv (contiguous, same layouts as q, k, v; any may be NULL to
- * skip it). out, dout [B*H, Tq, Dv] and lse as written by the forward. */
-qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const float *q, const float *k,
-                                    const float *v, const float *out, const float *dout, const float *lse,
+/* Fused forward: writes out [B*H, Tq, Dv] (contiguous) and, when lse is not NULL, the base-2 log-sum-exp of each
+ * row's scaled scores [B*H, Tq] (+inf for a fully masked row). Scratch comes from ctx. */
+qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                   const sdpa_rows *v, float *out, float *lse);
+
+/* Fused backward: adds the gradients into dq, dk, dv (contiguous [B*H, T, D] / [B*H, Tk, Dv]; any may be NULL to
+ * skip it; they may be the same buffer when one tensor was passed twice). out, dout [B*H, Tq, Dv] contiguous and
+ * lse as written by the forward. */
+qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                    const sdpa_rows *v, const float *out, const float *dout, const float *lse,
                                     float *dq, float *dk, float *dv);
 
 #endif

@@ -18,7 +18,6 @@ typedef struct {
     int64_t bs[QKV_MAX_DIMS];
 } mat_t;
 
-#define SMALL_GEMM (1 << 18) /* below this M*N*K, thread across the batch instead of inside BLAS */
 
 static void gemm_one(int64_t M, int64_t N, int64_t K, float alpha, const float *A, bool ta, int64_t lda,
                      const float *B, bool tb, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -32,7 +31,9 @@ static void gemm_batch(int nb, const int64_t *bshape, int64_t M, int64_t N, int6
                        mat_t B, float beta, mat_t C, bool serial) {
     int64_t count = 1;
     for (int d = 0; d < nb; d++) count *= bshape[d];
-    bool par = !serial && count > 1 && M * N * K < SMALL_GEMM;
+    /* Many products: one per thread, each single-threaded inside BLAS (the OpenMP build of OpenBLAS keeps a call
+     * made inside a parallel region on its thread). */
+    bool par = !serial && count > 1;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < count; b++) {
         int64_t rem = b, oa = 0, ob = 0, oc = 0;

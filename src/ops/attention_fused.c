@@ -1,0 +1,446 @@
+/* Fused scaled-dot-product attention (FlashAttention-2 style) on the CPU.
+ *
+ * Forward: each task owns one (batch, head, query block). It streams the key blocks through an online softmax
+ * (running max m, running sum l, output accumulator rescaled whenever m grows) and keeps only the output and the
+ * row's log-sum-exp L = m + log2 l. Key blocks entirely in the causal future are never visited.
+ *
+ * Backward: each task owns one (batch, head, key block) and loops over the query blocks that can see it,
+ * recomputing P = exp2(c S - L) from L, so nothing quadratic in T is stored:
+ *     dV += P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(dO O)),  dQ += s dS K,  dK += s dS^T Q.
+ * dK and dV rows belong to one task; dQ rows get contributions from every key block, so each thread adds into
+ * its own dQ (thread 0 straight into the gradient when it can) and the copies are summed in thread order at the
+ * end. Tasks are dealt round-robin (static schedule), so the result is bit-identical for a fixed thread count.
+ *
+ * Scores are kept in base 2: c = scale * log2(e), so every exponential is an exp2, computed by a vectorised
+ * polynomial (relative error ~2e-7). The tile products run in a register-blocked AVX-512 kernel (a plain C loop
+ * elsewhere); K and V are repacked per key block as [D][BK] so the kernel reads unit-stride rows. Q, K and V are
+ * read in place through their strides (a permuted [B, T, H, D] projection needs no copy).
+ *
+ * Parallel tasks are whole heads when the heads divide evenly among the threads (each thread then owns its
+ * heads' rows of every output, so the result does not depend on scheduling), else query blocks (forward) and key
+ * blocks (backward) as described above.
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "ops/attention_internal.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#ifndef QKV_ATTN_BQ
+#define QKV_ATTN_BQ 64
+#endif
+#define BQ QKV_ATTN_BQ /* query rows per block */
+#define BK 64          /* keys per block */
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- tile product: C[M,N] (+)= A[M,K] B[K,N], A read through (row, col) strides so A^T costs nothing ------- */
+
+#if defined(__AVX512F__)
+#define MR 8
+#define NR 32
+
+static inline __attribute__((always_inline)) void micro(int mr, int K, const float *A, int64_t sam, int64_t sak,
+                                                        const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                        __mmask16 k0, __mmask16 k1, bool acc) {
+    __m512 c0[MR], c1[MR];
+    for (int r = 0; r < mr; r++) {
+        c0[r] = acc ? _mm512_maskz_loadu_ps(k0, C + r * ldc) : _mm512_setzero_ps();
+        c1[r] = acc ? _mm512_maskz_loadu_ps(k1, C + r * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int k = 0; k < K; k++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, B + k * ldb), b1 = _mm512_maskz_loadu_ps(k1, B + k * ldb + 16);
+        const float *a = A + k * sak;
+        for (int r = 0; r < mr; r++) {
+            __m512 ar = _mm512_set1_ps(a[r * sam]);
+            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        _mm512_mask_storeu_ps(C + r * ldc, k0, c0[r]);
+        _mm512_mask_storeu_ps(C + r * ldc + 16, k1, c1[r]);
+    }
+}
+
+static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
+                 float *C, int64_t ldc, bool acc) {
+    for (int n = 0; n < N; n += NR) {
+        int w = N - n < NR ? N - n : NR;
+        __mmask16 k0 = (__mmask16)(w >= 16 ? 0xFFFF : (1u << w) - 1);
+        __mmask16 k1 = (__mmask16)(w >= 32 ? 0xFFFF : w > 16 ? (1u << (w - 16)) - 1 : 0);
+        const float *Bn = B + n;
+        float *Cn = C + n;
+        int m = 0;
+        for (; m + MR <= M; m += MR)
+            micro(MR, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc);
+        switch (M - m) {
+        case 7: micro(7, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 6: micro(6, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 5: micro(5, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 4: micro(4, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 3: micro(3, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 2: micro(2, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        case 1: micro(1, K, A + m * sam, sam, sak, Bn, ldb, Cn + m * ldc, ldc, k0, k1, acc); break;
+        default: break;
+        }
+    }
+}
+
+/* 2^x for x <= 128: x = n + f, |f| <= 1/2, 2^f by its degree-6 Taylor polynomial in f ln 2 (error < 2e-7).
+ * x below -160 (including -inf) gives exactly 0; NaN stays NaN. */
+static inline __m512 exp2_ps(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-160.0f), x); /* operand order: a NaN x is returned as is */
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 y = _mm512_set1_ps(1.5403530e-4f);                      /* ln2^6 / 720 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.3333558e-3f));      /* ln2^5 / 120 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.6181291e-3f));      /* ln2^4 / 24 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5504109e-2f));      /* ln2^3 / 6 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.4022651e-1f));      /* ln2^2 / 2 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.9314718e-1f));      /* ln2 */
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+
+static inline __mmask16 lanes(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* Scaled, masked scores of one row: s[j] = c s[j] + bias[j] for j < nvis, -inf for nvis <= j < n. Returns the
+ * row maximum. */
+static float scores_row(float *s, int64_t n, int64_t nvis, float c, const float *bias) {
+    __m512 vc = _mm512_set1_ps(c), ninf = _mm512_set1_ps(-INFINITY), mx = ninf;
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = lanes(n - j), vis = lanes(nvis - j);
+        __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, s + j), vc);
+        if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in, bias + j));
+        x = _mm512_mask_blend_ps(vis, ninf, x);
+        _mm512_mask_storeu_ps(s + j, in, x);
+        mx = _mm512_mask_max_ps(mx, in, mx, x);
+    }
+    return _mm512_reduce_max_ps(mx);
+}
+
+/* s[j] = 2^(s[j] - m) for j < n; returns the sum. */
+static float exp2_row(float *s, int64_t n, float m) {
+    __m512 vm = _mm512_set1_ps(m), sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = lanes(n - j);
+        __m512 p = exp2_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), vm));
+        _mm512_mask_storeu_ps(s + j, in, p);
+        sum = _mm512_mask_add_ps(sum, in, sum, p);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* Backward probabilities: s[j] = 2^(c s[j] + bias[j] - L) for j < nvis, 0 for nvis <= j < n. */
+static void prob_row(float *s, int64_t n, int64_t nvis, float c, const float *bias, float L) {
+    __m512 vc = _mm512_set1_ps(c), vl = _mm512_set1_ps(L);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = lanes(n - j), vis = lanes(nvis - j);
+        __m512 x = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(in, s + j), vc, vl);
+        if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in, bias + j));
+        _mm512_mask_storeu_ps(s + j, in, _mm512_maskz_mov_ps(vis, exp2_ps(x)));
+    }
+}
+
+/* ds[j] = scale * (pd[j] dp[j] - p[j] d): the softmax backward with dropout folded in (pd = p * keep mult). */
+static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, float d, float scale) {
+    __m512 vd = _mm512_set1_ps(d), vs = _mm512_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 in = lanes(n - j);
+        __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(in, pd + j), _mm512_maskz_loadu_ps(in, ds + j));
+        t = _mm512_fnmadd_ps(_mm512_maskz_loadu_ps(in, p + j), vd, t);
+        _mm512_mask_storeu_ps(ds + j, in, _mm512_mul_ps(t, vs));
+    }
+}
+
+#else /* portable fallback: the same computations as plain loops */
+
+static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
+                 float *C, int64_t ldc, bool acc) {
+    for (int m = 0; m < M; m++) {
+        float *c = C + m * ldc;
+        if (!acc) memset(c, 0, (size_t)N * sizeof(float));
+        for (int k = 0; k < K; k++) {
+            float a = A[m * sam + k * sak];
+            const float *b = B + k * ldb;
+            for (int n = 0; n < N; n++) c[n] += a * b[n];
+        }
+    }
+}
+
+static float scores_row(float *s, int64_t n, int64_t nvis, float c, const float *bias) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = j < nvis ? c * s[j] + (bias ? bias[j] : 0.0f) : -INFINITY;
+        if (s[j] > mx) mx = s[j];
+    }
+    return mx;
+}
+
+static float exp2_row(float *s, int64_t n, float m) {
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++) sum += s[j] = exp2f(s[j] - m);
+    return sum;
+}
+
+static void prob_row(float *s, int64_t n, int64_t nvis, float c, const float *bias, float L) {
+    for (int64_t j = 0; j < n; j++) s[j] = j < nvis ? exp2f(c * s[j] - L + (bias ? bias[j] : 0.0f)) : 0.0f;
+}
+
+static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, float d, float scale) {
+    for (int64_t j = 0; j < n; j++) ds[j] = scale * (pd[j] * ds[j] - p[j] * d);
+}
+#endif
+
+/* ---- packing --------------------------------------------------------------------------------------------- */
+
+static inline const float *row_of(const sdpa_rows *x, const sdpa_plan *p, int64_t bh, int64_t t) {
+    return x->p + (bh / p->H) * x->sb + (bh % p->H) * x->sh + t * x->st;
+}
+
+/* Keys [j0, j0 + n) of head bh transposed into xt [D][BK], zero-padded past n (padding must be finite: the
+ * scores it produces are masked, but 0 * NaN would not be). */
+static void pack_block(const sdpa_rows *x, const sdpa_plan *p, int64_t bh, int64_t j0, int64_t n, int64_t D,
+                       float *xt) {
+    const float *src = row_of(x, p, bh, j0);
+    for (int64_t d = 0; d < D; d++) {
+        float *dst = xt + d * BK;
+        for (int64_t j = 0; j < n; j++) dst[j] = src[j * x->st + d];
+        for (int64_t j = n; j < BK; j++) dst[j] = 0.0f;
+    }
+}
+
+/* Every key block of head bh: xt [nkb][D][BK]. */
+static void pack_head(const sdpa_rows *x, const sdpa_plan *p, int64_t bh, int64_t T, int64_t D, float *xt) {
+    for (int64_t j0 = 0, b = 0; j0 < T; j0 += BK, b++) pack_block(x, p, bh, j0, min64(BK, T - j0), D, xt + b * D * BK);
+}
+
+static int max_threads(void) {
+    int n = omp_get_max_threads();
+    return n < 1 ? 1 : n;
+}
+
+/* Whole heads per task when they divide evenly among the threads: no shared writes, no copies of dQ, and K^T
+ * packed per head in thread scratch. Otherwise (fewer heads than threads, or uneven) finer tasks. */
+static bool head_tasks(int64_t BH, int nth) { return BH >= nth && BH % nth == 0; }
+
+/* ---- forward ----------------------------------------------------------------------------------------------- */
+
+/* Scratch of one forward task: scores [BQ, BK], accumulator [BQ, Dv], m and l [BQ], dropout multipliers [BK]. */
+static int64_t fwd_scratch(int64_t Dv) { return BQ * BK + BQ * Dv + 2 * BQ + BK + 16; }
+
+/* Query block qb of head bh against the head's packed keys kt [nkb][D][BK]. */
+static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v, const float *kt, int64_t bh,
+                      int64_t qb, float *out, float *lse, float *w) {
+    const int64_t Tq = p->Tq, Tk = p->Tk, D = p->D, Dv = p->Dv, nkb = cdiv(Tk, BK);
+    const int64_t i0 = qb * BQ, nq = min64(BQ, Tq - i0);
+    const float c = p->scale * (float)M_LOG2E;
+    float *S = w, *acc = S + BQ * BK, *m = acc + BQ * Dv, *l = m + BQ, *mult = l + BQ;
+    const float *Q = row_of(q, p, bh, i0);
+    const float *bias = p->kbias ? p->kbias + (bh / p->H) * Tk : NULL;
+    /* Key blocks past the last row's causal horizon are skipped entirely. */
+    int64_t jb_end = nkb;
+    if (p->causal) {
+        int64_t last = i0 + nq - 1 + (Tk - Tq);
+        jb_end = last < 0 ? 0 : min64(nkb, last / BK + 1);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    memset(acc, 0, (size_t)(nq * Dv) * sizeof(float));
+    for (int64_t jb = 0; jb < jb_end; jb++) {
+        const int64_t j0 = jb * BK, nk = min64(BK, Tk - j0);
+        gemm((int)nq, (int)nk, (int)D, Q, q->st, 1, kt + jb * D * BK, BK, S, BK, false);
+        for (int64_t r = 0; r < nq; r++) {
+            float *s = S + r * BK;
+            int64_t nvis = qkv__sdpa_visible(p, i0 + r, j0, nk);
+            float mx = scores_row(s, nk, nvis, c, bias ? bias + j0 : NULL);
+            float mnew = mx > m[r] ? mx : m[r];
+            if (mnew == -INFINITY) { /* nothing visible yet in this row */
+                memset(s, 0, (size_t)nk * sizeof(float));
+                continue;
+            }
+            float sum = exp2_row(s, nk, mnew);
+            if (mnew != m[r]) {
+                float alpha = exp2f(m[r] - mnew);
+                float *a = acc + r * Dv;
+                for (int64_t d = 0; d < Dv; d++) a[d] *= alpha;
+                l[r] *= alpha;
+                m[r] = mnew;
+            }
+            l[r] += sum;
+            if (p->dropout > 0) {
+                qkv__sdpa_keep(p, bh, i0 + r, j0, nk, mult);
+                for (int64_t j = 0; j < nk; j++) s[j] *= mult[j];
+            }
+        }
+        gemm((int)nq, (int)Dv, (int)nk, S, BK, 1, row_of(v, p, bh, j0), v->st, acc, Dv, true);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        float *o = out + (bh * Tq + i0 + r) * Dv, inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        const float *a = acc + r * Dv;
+        for (int64_t d = 0; d < Dv; d++) o[d] = a[d] * inv;
+        if (lse) lse[bh * Tq + i0 + r] = l[r] > 0 ? m[r] + log2f(l[r]) : INFINITY;
+    }
+}
+
+qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                   const sdpa_rows *v, float *out, float *lse) {
+    const int64_t BH = p->B * p->H, Tk = p->Tk, D = p->D, nqb = cdiv(p->Tq, BQ), nkb = cdiv(Tk, BK);
+    const int nth = max_threads();
+    const bool by_head = head_tasks(BH, nth);
+    const int64_t head_kt = nkb * D * BK, per = fwd_scratch(p->Dv) + (by_head ? head_kt : 0);
+    float *ws = qkv_ctx_alloc(ctx, (size_t)(nth * per) * sizeof(float));
+    float *kt = by_head ? NULL : qkv_ctx_alloc(ctx, (size_t)(BH * head_kt + 1) * sizeof(float));
+    if (!ws || (!by_head && !kt)) return qkv_last_status();
+    if (by_head) {
+#pragma omp parallel num_threads(nth)
+        {
+            float *w = ws + omp_get_thread_num() * per, *ktw = w + fwd_scratch(p->Dv);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t bh = 0; bh < BH; bh++) {
+                pack_head(k, p, bh, Tk, D, ktw);
+                for (int64_t qb = 0; qb < nqb; qb++) fwd_block(p, q, v, ktw, bh, qb, out, lse, w);
+            }
+        }
+        return QKV_OK;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < BH; bh++) pack_head(k, p, bh, Tk, D, kt + bh * head_kt);
+#pragma omp parallel num_threads(nth)
+    {
+        float *w = ws + omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < BH * nqb; task++)
+            fwd_block(p, q, v, kt + (task / nqb) * head_kt, task / nqb, task % nqb, out, lse, w);
+    }
+    return QKV_OK;
+}
+
+/* ---- backward ---------------------------------------------------------------------------------------------- */
+
+/* Scratch of one backward task: P, dropped P, dS [BQ, BK], dK [BK, D], dV [BK, Dv], K^T [D, BK], V^T [Dv, BK]. */
+static int64_t bwd_scratch(int64_t D, int64_t Dv) { return 3 * BQ * BK + 2 * BK * D + 2 * BK * Dv + 16; }
+
+typedef struct {
+    const sdpa_plan *p;
+    const sdpa_rows *q, *k, *v;
+    const float *dout, *lse, *drow;
+    float *dk, *dv;
+} bwd_args;
+
+/* Key block jb of head bh against every query block that can see it; dQ is added into dq_acc ([BH, Tq, D],
+ * NULL to skip), dK and dV rows of the block into a->dk, a->dv. */
+static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, float *w) {
+    const sdpa_plan *p = a->p;
+    const int64_t Tq = p->Tq, Tk = p->Tk, D = p->D, Dv = p->Dv, nqb = cdiv(Tq, BQ);
+    const int64_t j0 = jb * BK, nk = min64(BK, Tk - j0);
+    const float c = p->scale * (float)M_LOG2E, scale = p->scale;
+    const bool drop = p->dropout > 0;
+    float *P = w, *Pd = drop ? P + BQ * BK : P, *dS = P + 2 * BQ * BK;
+    float *dKa = P + 3 * BQ * BK, *dVa = dKa + BK * D, *Kt = dVa + BK * Dv, *Vt = Kt + BK * D;
+    const float *Kr = row_of(a->k, p, bh, j0);
+    const float *bias = p->kbias ? p->kbias + (bh / p->H) * Tk + j0 : NULL;
+    pack_block(a->k, p, bh, j0, nk, D, Kt);
+    pack_block(a->v, p, bh, j0, nk, Dv, Vt);
+    memset(dKa, 0, (size_t)(nk * D) * sizeof(float));
+    memset(dVa, 0, (size_t)(nk * Dv) * sizeof(float));
+    /* Query rows before j0 - (Tk - Tq) cannot see this block under causality. */
+    int64_t qb0 = 0;
+    if (p->causal) qb0 = j0 - (Tk - Tq) <= 0 ? 0 : (j0 - (Tk - Tq)) / BQ;
+    for (int64_t qb = qb0; qb < nqb; qb++) {
+        const int64_t i0 = qb * BQ, nq = min64(BQ, Tq - i0);
+        const float *Q = row_of(a->q, p, bh, i0), *dO = a->dout + (bh * Tq + i0) * Dv;
+        gemm((int)nq, (int)nk, (int)D, Q, a->q->st, 1, Kt, BK, P, BK, false);
+        for (int64_t r = 0; r < nq; r++) {
+            const int64_t i = i0 + r;
+            prob_row(P + r * BK, nk, qkv__sdpa_visible(p, i, j0, nk), c, bias, a->lse[bh * Tq + i]);
+            if (drop) {
+                qkv__sdpa_keep(p, bh, i, j0, nk, Pd + r * BK);
+                for (int64_t j = 0; j < nk; j++) Pd[r * BK + j] *= P[r * BK + j];
+            }
+        }
+        if (a->dv) /* dV[nk, Dv] += Pd^T dO */
+            gemm((int)nk, (int)Dv, (int)nq, Pd, 1, BK, dO, Dv, dVa, Dv, true);
+        if (!dq_acc && !a->dk) continue;
+        /* dP = dO V^T, then dS in place */
+        gemm((int)nq, (int)nk, (int)Dv, dO, Dv, 1, Vt, BK, dS, BK, false);
+        for (int64_t r = 0; r < nq; r++)
+            dscore_row(dS + r * BK, P + r * BK, Pd + r * BK, nk, a->drow[bh * Tq + i0 + r], scale);
+        if (dq_acc) /* dQ[nq, D] += dS K */
+            gemm((int)nq, (int)D, (int)nk, dS, BK, 1, Kr, a->k->st, dq_acc + (bh * Tq + i0) * D, D, true);
+        if (a->dk) /* dK[nk, D] += dS^T Q */
+            gemm((int)nk, (int)D, (int)nq, dS, 1, BK, Q, a->q->st, dKa, D, true);
+    }
+    if (a->dk) {
+        float *g = a->dk + (bh * Tk + j0) * D;
+        for (int64_t x = 0; x < nk * D; x++) g[x] += dKa[x];
+    }
+    if (a->dv) {
+        float *g = a->dv + (bh * Tk + j0) * Dv;
+        for (int64_t x = 0; x < nk * Dv; x++) g[x] += dVa[x];
+    }
+}
+
+qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                    const sdpa_rows *v, const float *out, const float *dout, const float *lse,
+                                    float *dq, float *dk, float *dv) {
+    const int64_t BH = p->B * p->H, Tq = p->Tq, Dv = p->Dv, nkb = cdiv(p->Tk, BK), qsize = BH * Tq * p->D;
+    const int nth = max_threads();
+    if (!dq && !dk && !dv) return QKV_OK;
+    const int64_t per = bwd_scratch(p->D, Dv);
+    const bool by_head = head_tasks(BH, nth);
+    /* Block tasks: thread 0 adds dQ straight into dq, the others into private copies summed at the end; but when
+     * q is also k or v (one tensor passed twice) dq is the buffer other threads write dK or dV into, so thread 0
+     * needs a copy too. Head tasks write only their own heads' rows and need none. */
+    const bool direct = by_head || (dq != dk && dq != dv);
+    const int ncopies = dq && !by_head ? nth - (direct ? 1 : 0) : 0;
+    float *drow = qkv_ctx_alloc(ctx, (size_t)(BH * Tq + 1) * sizeof(float));
+    float *ws = qkv_ctx_alloc(ctx, (size_t)(nth * per) * sizeof(float));
+    float *dqx = ncopies ? qkv_ctx_alloc(ctx, (size_t)(ncopies * qsize + 1) * sizeof(float)) : NULL;
+    if (!drow || !ws || (ncopies && !dqx)) return qkv_last_status();
+    if (dqx) memset(dqx, 0, (size_t)(ncopies * qsize) * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < BH * Tq; i++) { /* rowsum(dO * O) */
+        const float *o = out + i * Dv, *g = dout + i * Dv;
+        float s = 0;
+        for (int64_t d = 0; d < Dv; d++) s += o[d] * g[d];
+        drow[i] = s;
+    }
+    const bwd_args a = {.p = p, .q = q, .k = k, .v = v, .dout = dout, .lse = lse, .drow = drow, .dk = dk, .dv = dv};
+    if (by_head) {
+#pragma omp parallel num_threads(nth)
+        {
+            float *w = ws + omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t bh = 0; bh < BH; bh++)
+                for (int64_t jb = 0; jb < nkb; jb++) bwd_block(&a, bh, jb, dq, w);
+        }
+        return QKV_OK;
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        const int tid = omp_get_thread_num();
+        float *w = ws + tid * per;
+        float *dq_acc = !dq ? NULL : direct ? (tid == 0 ? dq : dqx + (int64_t)(tid - 1) * qsize) : dqx + tid * qsize;
+#pragma omp for schedule(static, 1)
+        for (int64_t task = 0; task < BH * nkb; task++) bwd_block(&a, task / nkb, task % nkb, dq_acc, w);
+    }
+    if (dqx) {
+#pragma omp parallel for schedule(static)
+        for (int64_t x = 0; x < qsize; x++) {
+            float s = dq[x];
+            for (int t = 0; t < ncopies; t++) s += dqx[t * qsize + x];
+            dq[x] = s;
+        }
+    }
+    return QKV_OK;
+}
