@@ -16,6 +16,11 @@
 #include "qkv/checkpoint.h"
 #include "qkv/data.h"
 #include "qkv/metrics.h"
+#include "qkv/text.h"
+#include "qkv/shard.h"
+#include "qkv/init.h"
+#include "qkv/rnn.h"
+#include "qkv/embmean.h"
 
 #define QKV_VERSION "0.1.0"
 
