@@ -83,9 +83,9 @@ typedef struct qkv_word_opts {
 
 /* Split on Unicode whitespace (the White_Space property) after applying opts (NULL: all false). Punctuation that is
  * not stripped stays attached to its word. *toks receives n pointers to NUL-terminated tokens, all in ONE block:
- * free(*toks) releases everything. Fails on invalid UTF-8, naming the byte offset. */
+ * free(*toks) releases everything. Fails on invalid UTF-8 or a NUL byte, naming the byte offset. */
 qkv_status qkv_word_split(const char *text, size_t len, const qkv_word_opts *opts, char ***toks, size_t *n);
-/* One token per Unicode code point (whitespace included), same ownership as qkv_word_split. */
+/* One token per Unicode code point (whitespace included), same ownership and errors as qkv_word_split. */
 qkv_status qkv_char_split(const char *text, size_t len, char ***toks, size_t *n);
 /* The built-in English stop-word list (NULL-terminated, lowercase, static): articles, pronouns, auxiliaries,
  * conjunctions and common prepositions (a subset of the classic SMART/NLTK lists, ~120 words). */
@@ -141,9 +141,10 @@ qkv_status qkv_bpe_encode_full(qkv_bpe *b, const char *text, size_t len, qkv_enc
 qkv_status qkv_bpe_decode(const qkv_bpe *b, const int32_t *ids, size_t n, char **text, size_t *len);
 
 /* Learn a byte-level BPE from texts (same pre-tokenisation as encoding): vocabulary = 256 byte tokens (GPT-2's
- * byte order), then one token per merge, then the special tokens (NULL-terminated list, may be NULL). Merges are
- * learned until the vocabulary has vocab_size tokens or no pair occurs min_freq (>= 1) times. The most frequent
- * pair wins; ties go to the pair whose (left bytes, right bytes) is smallest (memcmp order, shorter first).
+ * byte order), then one token per merge, then the special tokens (NULL-terminated list, may be NULL; not counted
+ * in vocab_size). Merges are learned until there are vocab_size byte+merged tokens or no pair occurs min_freq
+ * (>= 1) times. The most frequent pair wins; ties go to the pair whose (left bytes, right bytes) is smallest
+ * (memcmp order, shorter first). A merge whose bytes already form a token reuses that token's id.
  * Writes vocab.json and merges.txt ("#version: 0.2" first) loadable by qkv_bpe_load. */
 qkv_status qkv_bpe_train(const char *const *texts, const size_t *lens, size_t ntexts, size_t vocab_size,
                          int64_t min_freq, const char *const *specials, const char *vocab_json,

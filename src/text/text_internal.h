@@ -71,4 +71,18 @@ bool qkv__is_unicode_space(int32_t cp);
  * qkv_word_split returns. */
 qkv_status qkv__tokens_pack(const qkv__buf *buf, size_t n, char ***toks);
 
+/* GPT-2's byte-to-unicode map: the code point standing for byte b in byte-level BPE tokens. */
+int32_t qkv__byte_to_unicode(unsigned b);
+/* The byte a code point stands for, or -1. */
+int qkv__unicode_to_byte(int32_t cp);
+
+/* GPT-2 pre-tokeniser: the regex through PCRE2 (UTF+UCP, JIT when available). Holds match data: one per thread. */
+typedef struct qkv__pretok qkv__pretok;
+qkv__pretok *qkv__pretok_new(void);
+void qkv__pretok_free(qkv__pretok *p);
+/* Calls fn(ctx, start, end) for each pre-token of text[0..len) in order: maximal valid UTF-8 runs go through the
+ * regex, each invalid byte is a pre-token alone. Stops at the first non-OK status fn returns. */
+typedef qkv_status (*qkv__pretok_fn)(void *ctx, size_t start, size_t end);
+qkv_status qkv__pretok_run(qkv__pretok *p, const char *text, size_t len, qkv__pretok_fn fn, void *ctx);
+
 #endif

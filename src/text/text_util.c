@@ -5,6 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "qkv/text.h"
 #include "text/text_internal.h"
 
 /* 64-bit multiply-xorshift over 8-byte words: fast for the short keys of vocabularies, well mixed so that

@@ -1,0 +1,253 @@
+/* Transformer encoder / decoder blocks and stacks, torch.nn.Transformer* semantics and state_dict names. Each
+ * forward reads like torch's: x = norm(x + block(x)) post-norm, x = x + block(norm(x)) pre-norm. */
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "qkv/init.h"
+#include "qkv/nn_transformer.h"
+#include "qkv/ops.h"
+
+qkv_nn_block_config qkv_nn_block_config_default(int64_t d_model, int64_t nhead) {
+    return (qkv_nn_block_config){.d_model = d_model, .nhead = nhead, .dim_feedforward = 2048, .dropout = 0.1f,
+                                 .activation = QKV_ACT_RELU, .layer_norm_eps = 1e-5f};
+}
+
+static qkv_status check_config(const char *prefix, const qkv_nn_block_config *cfg) {
+    const char *p = prefix ? prefix : "";
+    if (!cfg) return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': config is NULL", p);
+    if (cfg->d_model < 1 || cfg->nhead < 1 || cfg->d_model % cfg->nhead || cfg->dim_feedforward < 1)
+        return qkv_error_set(QKV_ERR_INVALID,
+                             "transformer block '%s': d_model %lld must be a positive multiple of nhead %lld and "
+                             "dim_feedforward %lld positive",
+                             p, (long long)cfg->d_model, (long long)cfg->nhead, (long long)cfg->dim_feedforward);
+    if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f))
+        return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': dropout %g outside [0, 1)", p,
+                             (double)cfg->dropout);
+    if (cfg->activation != QKV_ACT_RELU && cfg->activation != QKV_ACT_GELU && cfg->activation != QKV_ACT_GELU_TANH)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': activation must be relu or gelu", p);
+    return QKV_OK;
+}
+
+/* Sub-module "<prefix>.<name>" helpers, so the init functions list the parts in torch's order. */
+static qkv_status add_mha(qkv_nn_mha *m, qkv_params *params, const char *prefix, const char *name,
+                          const qkv_nn_block_config *cfg, qkv_rng *rng) {
+    char full[NN_NAME_MAX];
+    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    if (st) return st;
+    qkv_nn_mha_config mc = qkv_nn_mha_config_default(cfg->d_model, cfg->nhead);
+    mc.dropout = cfg->dropout;
+    mc.separate_proj = cfg->separate_proj;
+    return qkv_nn_mha_init(m, params, full, &mc, rng);
+}
+
+static qkv_status add_linear(qkv_nn_linear *l, qkv_params *params, const char *prefix, const char *name, int64_t in,
+                             int64_t out, qkv_rng *rng) {
+    char full[NN_NAME_MAX];
+    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    return st ? st : qkv_nn_linear_init(l, params, full, in, out, true, rng);
+}
+
+static qkv_status add_norm(qkv_nn_layer_norm *n, qkv_params *params, const char *prefix, const char *name,
+                           int64_t dim, float eps) {
+    char full[NN_NAME_MAX];
+    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    return st ? st : qkv_nn_layer_norm_init(n, params, full, dim, eps > 0.0f ? eps : 1e-5f, true);
+}
+
+/* Position-wise feed-forward: dropout(linear2(dropout(act(linear1(x))))). */
+static qkv_tensor *ff_block(qkv_ctx *ctx, const qkv_nn_block_config *cfg, const qkv_nn_linear *l1,
+                            const qkv_nn_linear *l2, qkv_tensor *x) {
+    qkv_tensor *h = qkv_dropout(ctx, qkv_nn_activate(ctx, cfg->activation, qkv_nn_linear_forward(ctx, l1, x)),
+                                cfg->dropout);
+    return qkv_dropout(ctx, qkv_nn_linear_forward(ctx, l2, h), cfg->dropout);
+}
+
+/* dropout(attention(q, kv, kv)) with the given masks. */
+static qkv_tensor *attn_block(qkv_ctx *ctx, const qkv_nn_block_config *cfg, const qkv_nn_mha *m, qkv_tensor *q,
+                              qkv_tensor *kv, const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    qkv_nn_mha_opts o = {.weights = weights};
+    if (mask) {
+        o.causal = mask->causal;
+        o.key_padding = mask->key_padding;
+    }
+    return qkv_dropout(ctx, qkv_nn_mha_forward(ctx, m, q, kv, kv, &o), cfg->dropout);
+}
+
+/* ---- Encoder layer ----------------------------------------------------------------------------------------- */
+
+qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params, const char *prefix,
+                                     const qkv_nn_block_config *cfg, qkv_rng *rng) {
+    if (!l || !params || !rng)
+        return qkv_error_set(QKV_ERR_INVALID, "encoder layer init: layer, params or rng is NULL");
+    memset(l, 0, sizeof *l);
+    qkv_status st = check_config(prefix, cfg);
+    if (st) return st;
+    int64_t d = cfg->d_model;
+    if ((st = add_mha(&l->self_attn, params, prefix, "self_attn", cfg, rng)) ||
+        (st = add_linear(&l->linear1, params, prefix, "linear1", d, cfg->dim_feedforward, rng)) ||
+        (st = add_linear(&l->linear2, params, prefix, "linear2", cfg->dim_feedforward, d, rng)) ||
+        (st = add_norm(&l->norm1, params, prefix, "norm1", d, cfg->layer_norm_eps)) ||
+        (st = add_norm(&l->norm2, params, prefix, "norm2", d, cfg->layer_norm_eps)))
+        return st;
+    l->cfg = *cfg;
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                         const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    if (!x) return NULL;
+    const qkv_nn_block_config *c = &l->cfg;
+    if (c->norm_first) {
+        qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
+        x = qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, h, h, mask, weights));
+        h = qkv_nn_layer_norm_forward(ctx, &l->norm2, x);
+        return qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, h));
+    }
+    x = qkv_nn_layer_norm_forward(ctx, &l->norm1,
+                                  qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, x, x, mask, weights)));
+    return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, x)));
+}
+
+/* ---- Decoder layer ----------------------------------------------------------------------------------------- */
+
+qkv_status qkv_nn_decoder_layer_init(qkv_nn_decoder_layer *l, qkv_params *params, const char *prefix,
+                                     const qkv_nn_block_config *cfg, qkv_rng *rng) {
+    if (!l || !params || !rng)
+        return qkv_error_set(QKV_ERR_INVALID, "decoder layer init: layer, params or rng is NULL");
+    memset(l, 0, sizeof *l);
+    qkv_status st = check_config(prefix, cfg);
+    if (st) return st;
+    int64_t d = cfg->d_model;
+    if ((st = add_mha(&l->self_attn, params, prefix, "self_attn", cfg, rng)) ||
+        (st = add_mha(&l->multihead_attn, params, prefix, "multihead_attn", cfg, rng)) ||
+        (st = add_linear(&l->linear1, params, prefix, "linear1", d, cfg->dim_feedforward, rng)) ||
+        (st = add_linear(&l->linear2, params, prefix, "linear2", cfg->dim_feedforward, d, rng)) ||
+        (st = add_norm(&l->norm1, params, prefix, "norm1", d, cfg->layer_norm_eps)) ||
+        (st = add_norm(&l->norm2, params, prefix, "norm2", d, cfg->layer_norm_eps)) ||
+        (st = add_norm(&l->norm3, params, prefix, "norm3", d, cfg->layer_norm_eps)))
+        return st;
+    l->cfg = *cfg;
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_nn_decoder_layer_forward(qkv_ctx *ctx, const qkv_nn_decoder_layer *l, qkv_tensor *x,
+                                         qkv_tensor *memory, const qkv_nn_attn_mask *tgt_mask,
+                                         const qkv_nn_attn_mask *memory_mask, qkv_tensor **self_weights,
+                                         qkv_tensor **cross_weights) {
+    if (!x || !memory) return NULL;
+    const qkv_nn_block_config *c = &l->cfg;
+    if (c->norm_first) {
+        qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
+        x = qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, h, h, tgt_mask, self_weights));
+        h = qkv_nn_layer_norm_forward(ctx, &l->norm2, x);
+        x = qkv_add(ctx, x, attn_block(ctx, c, &l->multihead_attn, h, memory, memory_mask, cross_weights));
+        h = qkv_nn_layer_norm_forward(ctx, &l->norm3, x);
+        return qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, h));
+    }
+    x = qkv_nn_layer_norm_forward(ctx, &l->norm1,
+                                  qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, x, x, tgt_mask, self_weights)));
+    x = qkv_nn_layer_norm_forward(
+        ctx, &l->norm2, qkv_add(ctx, x, attn_block(ctx, c, &l->multihead_attn, x, memory, memory_mask, cross_weights)));
+    return qkv_nn_layer_norm_forward(ctx, &l->norm3, qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, x)));
+}
+
+/* ---- Stacks ------------------------------------------------------------------------------------------------ */
+
+static qkv_status check_depth(const char *prefix, int n) {
+    if (n < 1 || n > QKV_NN_MAX_LAYERS)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer stack '%s': num_layers %d outside 1..%d",
+                             prefix ? prefix : "", n, QKV_NN_MAX_LAYERS);
+    return QKV_OK;
+}
+
+qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char *prefix,
+                               const qkv_nn_block_config *cfg, int num_layers, bool final_norm, qkv_rng *rng) {
+    if (!e) return qkv_error_set(QKV_ERR_INVALID, "encoder init: stack is NULL");
+    memset(e, 0, sizeof *e);
+    qkv_status st = check_depth(prefix, num_layers);
+    if (!st) st = check_config(prefix, cfg);
+    char name[NN_NAME_MAX], idx[32];
+    for (int i = 0; !st && i < num_layers; i++) {
+        snprintf(idx, sizeof idx, "layers.%d", i);
+        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+            st = qkv_nn_encoder_layer_init(&e->layers[i], params, name, cfg, rng);
+    }
+    if (!st && final_norm) st = add_norm(&e->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
+    if (st) return st;
+    e->num_layers = num_layers;
+    e->final_norm = final_norm;
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_nn_encoder_forward(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x,
+                                   const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    if (!x) return NULL;
+    if (!e || e->num_layers < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "encoder forward: stack is not initialised");
+        return NULL;
+    }
+    for (int i = 0; i < e->num_layers; i++)
+        x = qkv_nn_encoder_layer_forward(ctx, &e->layers[i], x, mask, weights ? &weights[i] : NULL);
+    return e->final_norm ? qkv_nn_layer_norm_forward(ctx, &e->norm, x) : x;
+}
+
+qkv_status qkv_nn_decoder_init(qkv_nn_decoder *d, qkv_params *params, const char *prefix,
+                               const qkv_nn_block_config *cfg, int num_layers, bool final_norm, qkv_rng *rng) {
+    if (!d) return qkv_error_set(QKV_ERR_INVALID, "decoder init: stack is NULL");
+    memset(d, 0, sizeof *d);
+    qkv_status st = check_depth(prefix, num_layers);
+    if (!st) st = check_config(prefix, cfg);
+    char name[NN_NAME_MAX], idx[32];
+    for (int i = 0; !st && i < num_layers; i++) {
+        snprintf(idx, sizeof idx, "layers.%d", i);
+        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+            st = qkv_nn_decoder_layer_init(&d->layers[i], params, name, cfg, rng);
+    }
+    if (!st && final_norm) st = add_norm(&d->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
+    if (st) return st;
+    d->num_layers = num_layers;
+    d->final_norm = final_norm;
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_nn_decoder_forward(qkv_ctx *ctx, const qkv_nn_decoder *d, qkv_tensor *x, qkv_tensor *memory,
+                                   const qkv_nn_attn_mask *tgt_mask, const qkv_nn_attn_mask *memory_mask,
+                                   qkv_tensor **self_weights, qkv_tensor **cross_weights) {
+    if (!x || !memory) return NULL;
+    if (!d || d->num_layers < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "decoder forward: stack is not initialised");
+        return NULL;
+    }
+    for (int i = 0; i < d->num_layers; i++)
+        x = qkv_nn_decoder_layer_forward(ctx, &d->layers[i], x, memory, tgt_mask, memory_mask,
+                                         self_weights ? &self_weights[i] : NULL,
+                                         cross_weights ? &cross_weights[i] : NULL);
+    return d->final_norm ? qkv_nn_layer_norm_forward(ctx, &d->norm, x) : x;
+}
+
+/* ---- torch.nn.Transformer ---------------------------------------------------------------------------------- */
+
+qkv_status qkv_nn_transformer_init(qkv_nn_transformer *t, qkv_params *params, const char *prefix,
+                                   const qkv_nn_block_config *cfg, int num_encoder_layers, int num_decoder_layers,
+                                   qkv_rng *rng) {
+    if (!t || !params) return qkv_error_set(QKV_ERR_INVALID, "transformer init: model or params is NULL");
+    char name[NN_NAME_MAX];
+    int first = qkv_params_count(params);
+    qkv_status st = qkv__nn_join(name, sizeof name, prefix, "encoder");
+    if (!st) st = qkv_nn_encoder_init(&t->encoder, params, name, cfg, num_encoder_layers, true, rng);
+    if (!st) st = qkv__nn_join(name, sizeof name, prefix, "decoder");
+    if (!st) st = qkv_nn_decoder_init(&t->decoder, params, name, cfg, num_decoder_layers, true, rng);
+    /* torch.nn.Transformer._reset_parameters: xavier_uniform on every parameter of rank > 1. */
+    for (int i = first; !st && i < qkv_params_count(params); i++) {
+        qkv_tensor *p = qkv_params_at(params, i);
+        if (p->ndim > 1 && (p->flags & QKV_FLAG_REQUIRES_GRAD)) st = qkv_init_xavier_uniform(p, 1.0f, rng);
+    }
+    return st;
+}
+
+qkv_tensor *qkv_nn_transformer_forward(qkv_ctx *ctx, const qkv_nn_transformer *t, qkv_tensor *src,
+                                       qkv_tensor *tgt, const qkv_nn_attn_mask *src_mask,
+                                       const qkv_nn_attn_mask *tgt_mask, const qkv_nn_attn_mask *memory_mask) {
+    qkv_tensor *memory = qkv_nn_encoder_forward(ctx, &t->encoder, src, src_mask, NULL);
+    return qkv_nn_decoder_forward(ctx, &t->decoder, tgt, memory, tgt_mask, memory_mask, NULL, NULL);
+}

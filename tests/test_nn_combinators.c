@@ -1,0 +1,197 @@
+/* Trax-style combinators: stack semantics of Serial / Branch / Parallel / Residual / Select / Dup / Drop / fn
+ * layers, gradients through a tree, errors, and the seed-style Transformer classifier defined with them and
+ * trained a few steps on a toy task. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test_nn_common.h"
+
+/* ---- The seed-style classifier: Embedding -> positions -> N encoder blocks -> token 0 -> Dense -> LogSoftmax. */
+static qkv_status take_token0(qkv_ctx *c, qkv_tensor **in, qkv_tensor **out, void *user) {
+    (void)user;
+    qkv_tensor *x = in[0];
+    out[0] = qkv_reshape(c, qkv_slice(c, x, 1, 0, 1, 1), QKV_DIMS(x->shape[0], x->shape[2]));
+    return out[0] ? QKV_OK : qkv_last_status();
+}
+
+static qkv_layer *transformer_classifier(qkv_params *p, int64_t vocab, int64_t d, int64_t heads, int n_layers,
+                                         int64_t n_classes, qkv_rng *rng) {
+    qkv_nn_block_config blk = qkv_nn_block_config_default(d, heads);
+    blk.dim_feedforward = 4 * d;
+    blk.norm_first = true;
+    blk.dropout = 0.1f;
+    qkv_layer *blocks[QKV_NN_MAX_LAYERS];
+    for (int i = 0; i < n_layers; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "encoder.layers.%d", i);
+        blocks[i] = qkv_layer_encoder_block(p, name, &blk, false, rng);
+    }
+    return QKV_SERIAL(qkv_layer_embedding(p, "embed", vocab, d, QKV_NN_NO_PADDING, true, rng),
+                      qkv_layer_posenc(p, "pos", QKV_POSENC_SINUSOIDAL, 64, d, 0.1f, rng),
+                      qkv_layer_serial(n_layers, blocks),
+                      qkv_layer_layer_norm(p, "encoder.norm", d),
+                      qkv_layer_fn("TakeToken0", 1, 1, take_token0, NULL),
+                      qkv_layer_dense(p, "head", d, n_classes, rng),
+                      qkv_layer_log_softmax());
+}
+
+TEST(classifier_trains) {
+    qkv_rng rng;
+    qkv_rng_init(&rng, 42);
+    qkv_params *p = qkv_params_new();
+    qkv_layer *model = transformer_classifier(p, 10, 16, 2, 2, 2, &rng);
+    CHECKF(model != NULL, "building the classifier: %s", qkv_last_error());
+    if (!model) {
+        qkv_params_free(p);
+        return;
+    }
+    char desc[2048];
+    qkv_layer_describe(model, desc, sizeof desc);
+    CHECK(strstr(desc, "EncoderBlock 1 -> 1  encoder.layers.1") != NULL && strstr(desc, "TakeToken0") != NULL);
+    CHECK(qkv_params_find(p, "encoder.layers.1.self_attn.in_proj_weight") && qkv_params_find(p, "head.bias"));
+    CHECK(qkv_params_find(p, "pos.pe") && qkv_params_find(p, "embed.weight"));
+    /* Toy task: is token 7 anywhere in the sequence? Needs attention from token 0 to the rest. */
+    enum { B = 16, T = 8 };
+    qkv_tensor *ids = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T)), *labels = qkv_tensor_new(QKV_I32, QKV_DIMS(B));
+    for (int b = 0; b < B; b++) {
+        qkv_i32(ids)[b * T] = 0; /* a [CLS] token */
+        for (int t = 1; t < T; t++) qkv_i32(ids)[b * T + t] = 1 + (int32_t)qkv_rng_below(&rng, 6);
+        if (b % 2) qkv_i32(ids)[b * T + 1 + (int)qkv_rng_below(&rng, T - 1)] = 7;
+        qkv_i32(labels)[b] = b % 2;
+    }
+    qkv_optim_config oc = qkv_optim_defaults(QKV_ADAM);
+    oc.lr = 5e-3f;
+    qkv_optim *opt = qkv_optim_new(p, &oc);
+    qkv_ctx *c = qkv_ctx_new();
+    float first = NAN, last = NAN;
+    for (int step = 0; step < 60; step++) {
+        qkv_ctx_reset(c);
+        qkv_optim_zero_grad(opt);
+        qkv_tensor *loss = qkv_cross_entropy(c, qkv_layer_call(c, model, ids), labels, NULL);
+        if (!loss || qkv_backward(c, loss) || qkv_optim_step(opt)) {
+            CHECKF(false, "step %d: %s", step, qkv_last_error());
+            break;
+        }
+        if (step == 0) first = qkv_f32(loss)[0];
+        last = qkv_f32(loss)[0];
+    }
+    printf("  classifier loss %.4f -> %.4f over 60 Adam steps\n", first, last);
+    CHECKF(last < 0.5f * first, "loss %g -> %g did not fall", first, last);
+    qkv_ctx_free(c);
+    qkv_optim_free(opt);
+    qkv_tensor_free(ids);
+    qkv_tensor_free(labels);
+    qkv_layer_free(model);
+    qkv_params_free(p);
+}
+
+/* ---- Stack semantics ---- */
+static qkv_status times(qkv_ctx *c, qkv_tensor **in, qkv_tensor **out, void *user) {
+    out[0] = qkv_scale(c, in[0], *(float *)user);
+    return out[0] ? QKV_OK : qkv_last_status();
+}
+static qkv_status sub(qkv_ctx *c, qkv_tensor **in, qkv_tensor **out, void *user) {
+    (void)user;
+    out[0] = qkv_sub(c, in[0], in[1]);
+    return out[0] ? QKV_OK : qkv_last_status();
+}
+
+static qkv_tensor *scalar(qkv_ctx *c, float v) {
+    qkv_tensor *t = qkv_ctx_tensor(c, QKV_F32, QKV_DIMS(1));
+    qkv_f32(t)[0] = v;
+    return t;
+}
+
+TEST(stack_semantics) {
+    static float two = 2, ten = 10;
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *in[4] = {scalar(c, 3), scalar(c, 5), scalar(c, 7)}, *out[8] = {0};
+    /* Serial(Dup, Fn*2, Sub): x -> 2x - x = x; arity 1 -> 1 */
+    qkv_layer *s = QKV_SERIAL(qkv_layer_dup(), qkv_layer_fn("x2", 1, 1, times, &two),
+                              qkv_layer_fn("Sub", 2, 1, sub, NULL));
+    CHECK(s && s->n_in == 1 && s->n_out == 1);
+    CHECK_OK(qkv_layer_apply(c, s, 1, in, out));
+    CHECK(qkv_f32(out[0])[0] == 3.0f);
+    qkv_layer_free(s);
+    /* Serial(Sub, Sub) takes three: (a - b) - c */
+    s = QKV_SERIAL(qkv_layer_fn("Sub", 2, 1, sub, NULL), qkv_layer_fn("Sub", 2, 1, sub, NULL));
+    CHECK(s && s->n_in == 3 && s->n_out == 1);
+    CHECK_OK(qkv_layer_apply(c, s, 3, in, out));
+    CHECK(qkv_f32(out[0])[0] == 3.0f - 5.0f - 7.0f);
+    qkv_layer_free(s);
+    /* Branch(x2, x10, Sub): n_in 2; outputs 2a, 10a, a - b */
+    s = QKV_BRANCH(qkv_layer_fn("x2", 1, 1, times, &two), qkv_layer_fn("x10", 1, 1, times, &ten),
+                   qkv_layer_fn("Sub", 2, 1, sub, NULL));
+    CHECK(s && s->n_in == 2 && s->n_out == 3);
+    CHECK_OK(qkv_layer_apply(c, s, 2, in, out));
+    CHECK(qkv_f32(out[0])[0] == 6.0f && qkv_f32(out[1])[0] == 30.0f && qkv_f32(out[2])[0] == -2.0f);
+    qkv_layer_free(s);
+    /* Parallel(x2, Sub): (a, b, c) -> (2a, b - c) */
+    s = QKV_PARALLEL(qkv_layer_fn("x2", 1, 1, times, &two), qkv_layer_fn("Sub", 2, 1, sub, NULL));
+    CHECK(s && s->n_in == 3 && s->n_out == 2);
+    CHECK_OK(qkv_layer_apply(c, s, 3, in, out));
+    CHECK(qkv_f32(out[0])[0] == 6.0f && qkv_f32(out[1])[0] == -2.0f);
+    qkv_layer_free(s);
+    /* Select(3 -> [2, 0, 0]) then Drop: (c, a, a) minus the top -> (a, a) */
+    s = QKV_SERIAL(qkv_layer_select(3, 3, (const int[]){2, 0, 0}), qkv_layer_drop());
+    CHECK(s && s->n_in == 3 && s->n_out == 2);
+    CHECK_OK(qkv_layer_apply(c, s, 3, in, out));
+    CHECK(out[0] == in[0] && out[1] == in[0]);
+    qkv_layer_free(s);
+    /* Residual(x2, x10): x + 20x */
+    s = QKV_RESIDUAL(qkv_layer_fn("x2", 1, 1, times, &two), qkv_layer_fn("x10", 1, 1, times, &ten));
+    CHECK(s && s->n_in == 1 && s->n_out == 1);
+    qkv_tensor *r = qkv_layer_call(c, s, in[1]);
+    CHECK(r && qkv_f32(r)[0] == 105.0f);
+    qkv_layer_free(s);
+    /* Serial(Add) on (a, b, c) leaves c below: (a + b, c) */
+    s = QKV_SERIAL(qkv_layer_add(), qkv_layer_identity());
+    CHECK(s && s->n_in == 2 && s->n_out == 1);
+    qkv_layer_free(s);
+    qkv_ctx_free(c);
+}
+
+/* Gradients flow through a tree: Residual(Dense -> relu -> Dense) then LayerNorm, against a gradcheck. */
+static qkv_tensor *f_tree(qkv_ctx *c, qkv_tensor **in, void *u) { return qkv_layer_call(c, u, in[0]); }
+
+TEST(gradients_through_a_tree) {
+    qkv_rng rng;
+    qkv_rng_init(&rng, 9);
+    qkv_params *p = qkv_params_new();
+    qkv_layer *m = QKV_SERIAL(QKV_RESIDUAL(qkv_layer_dense(p, "ff.0", 4, 6, &rng), qkv_layer_activation(QKV_ACT_GELU),
+                                           qkv_layer_dense(p, "ff.2", 6, 4, &rng)),
+                              QKV_BRANCH(qkv_layer_layer_norm(p, "ln", 4), qkv_layer_identity()), qkv_layer_add());
+    CHECK(m != NULL);
+    qkv_tensor *x = gc_rand(3, -1, 1, QKV_DIMS(2, 3, 4));
+    qkv_tensor_set_requires_grad(x, true);
+    if (m) CHECK(nn_gradcheck("combinator tree", f_tree, 1, &x, p, m));
+    qkv_tensor_free(x);
+    qkv_layer_free(m);
+    qkv_params_free(p);
+}
+
+TEST(bad_input_is_an_error) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_layer *s = QKV_SERIAL(qkv_layer_dup(), qkv_layer_dense(NULL, "x", 1, 1, NULL)); /* a failing child */
+    CHECK(s == NULL && qkv_last_status() != QKV_OK);
+    CHECK(qkv_layer_select(2, 1, (const int[]){3}) == NULL && strstr(qkv_last_error(), "index 3") != NULL);
+    CHECK(qkv_layer_fn("f", 1, 1, NULL, NULL) == NULL);
+    CHECK(qkv_layer_serial(0, NULL) == NULL);
+    s = QKV_SERIAL(qkv_layer_add());
+    qkv_tensor *in[2] = {scalar(c, 1), scalar(c, 2)}, *out[2];
+    CHECK(qkv_layer_apply(c, s, 1, in, out) == QKV_ERR_INVALID && strstr(qkv_last_error(), "takes 2") != NULL);
+    CHECK(qkv_layer_call(c, s, in[0]) == NULL);
+    qkv_layer_free(s);
+    s = QKV_RESIDUAL(qkv_layer_drop());
+    CHECK(s == NULL && strstr(qkv_last_error(), "Residual") != NULL);
+    qkv_ctx_free(c);
+}
+
+int main(void) {
+    RUN(stack_semantics);
+    RUN(gradients_through_a_tree);
+    RUN(classifier_trains);
+    RUN(bad_input_is_an_error);
+    return test_finish();
+}
