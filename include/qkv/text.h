@@ -132,6 +132,7 @@ void qkv_bpe_set_specials_enabled(qkv_bpe *b, bool on);
 /* Encode any byte string. The GPT-2 regex (PCRE2, UTF+UCP) splits each maximal valid UTF-8 run; every byte of
  * invalid UTF-8 is a pre-token of its own (its single-byte token). HF tokenizers and OpenAI's encoder cannot take
  * invalid UTF-8 at all (Rust &str / Python str), so this only extends them: for valid UTF-8 the ids are theirs.
+ * NUL and control bytes are ordinary bytes (GPT-2: NUL is "Ā", id 188, as in HF).
  * *ids (n entries, caller free()s; may be NULL when n == 0). */
 qkv_status qkv_bpe_encode(qkv_bpe *b, const char *text, size_t len, int32_t **ids, size_t *n);
 /* Same, with byte offsets; type_ids all 0. */
