@@ -1,0 +1,83 @@
+/* Model types, as the training engine (src/train) and the qkv command line see them.
+ *
+ * A model type is a table of functions registered by name ("embmean", "transformer_classifier", "gpt", "rnnlm",
+ * "lstm_seq2seq", "transformer_seq2seq", ...). The engine knows nothing else about a model: it builds one from the
+ * "model" object of a run's JSON config, feeds it batches, asks for a loss to minimise and for outputs to score,
+ * and saves its parameters. Each model's own file (src/models/<name>.c) defines its struct and a
+ * `const qkv_model_type qkv_model_<name>` table; src/models/registry.c lists them.
+ *
+ * Ownership: create() returns a model that owns its internal state; its parameters live in the qkv_params the
+ * caller passes (and owns). free() releases the model, not the parameters. */
+#ifndef QKV_MODEL_H
+#define QKV_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qkv/autograd.h"
+#include "qkv/params.h"
+#include "qkv/rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON;
+
+/* What a task hands a model. Fields a task does not use are NULL / 0. All tensors are context tensors, batch-major.
+ *   classify : ids [B, T], mask [B, T] (1 = token), labels [B]
+ *   lm       : ids [B, T] (inputs), targets [B, T] (next tokens), mask [B, T] (1 = count in the loss)
+ *   seq2seq  : src_ids/src_mask [B, S], ids [B, T] (decoder inputs, shifted right), targets [B, T], mask [B, T]
+ *   tagging  : ids/mask [B, T], targets [B, T] (one label per token) */
+typedef struct qkv_batch {
+    qkv_tensor *ids, *mask, *labels, *targets;
+    qkv_tensor *src_ids, *src_mask;
+    qkv_tensor *weights; /* optional per-token loss weights [B, T] (e.g. summary-only loss) */
+    int64_t n_tokens;    /* tokens counted by the loss (for throughput and perplexity) */
+} qkv_batch;
+
+/* Sizes a model needs from the data pipeline. */
+typedef struct qkv_task_info {
+    int64_t vocab_size;     /* input (or shared) vocabulary */
+    int64_t tgt_vocab_size; /* seq2seq target vocabulary (0 = shared) */
+    int64_t n_classes;      /* classify / tagging */
+    int32_t pad_id;         /* padding id of the vocabulary (ids at masked positions) */
+    int64_t max_len;        /* longest sequence the data pipeline will produce */
+} qkv_task_info;
+
+typedef struct qkv_model qkv_model; /* opaque: each model type's own struct */
+
+/* Attention weights a model can return for the viewer: per layer, per head, [B, H, Tq, Tk] context tensors. */
+typedef struct qkv_attention_maps {
+    int n_layers;
+    const char *kind[32];   /* "self", "causal", "cross" */
+    qkv_tensor *weights[32];
+} qkv_attention_maps;
+
+typedef struct qkv_model_type {
+    const char *name;    /* config "model.type" */
+    const char *task;    /* "classify", "lm", "seq2seq", "tagging" */
+    const char *summary; /* one line for `qkv config show` */
+    /* The complete default "model" object as JSON text (every field, with its default). */
+    const char *default_config;
+    /* Build from a "model" config object (already merged over the defaults and validated for unknown keys).
+     * Wrong types or out-of-range values: NULL with an error naming the key. */
+    qkv_model *(*create)(const struct cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng);
+    void (*free)(qkv_model *m);
+    /* Mean loss over the batch's counted tokens (training mode is set on ctx by the caller). */
+    qkv_tensor *(*loss)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
+    /* Outputs to score: classify -> log-probabilities [B, C]; lm -> logits [B, T, V]; seq2seq -> logits
+     * [B, T, V_tgt] under teacher forcing; tagging -> log-probabilities [B, T, C]. If maps is non-NULL and the
+     * model has attention, fill it (weights requested from the attention layers). */
+    qkv_tensor *(*forward)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps);
+} qkv_model_type;
+
+/* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */
+const qkv_model_type *qkv_model_type_find(const char *name);
+int qkv_model_type_count(void);
+const qkv_model_type *qkv_model_type_at(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
