@@ -198,14 +198,19 @@ qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out) {
 qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *grad_out) {
     char a[96], b[96];
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "backward: no output");
+    if (!grad_out || grad_out->dtype != QKV_F32)
+        return qkv_error_set(QKV_ERR_INVALID, "backward: the upstream gradient must be a float32 tensor");
     if (!qkv_same_shape(out, grad_out))
         return qkv_error_set(QKV_ERR_INVALID, "backward: gradient shape %s does not match output %s",
                              qkv_shape_str(grad_out, a, sizeof a), qkv_shape_str(out, b, sizeof b));
-    qkv_tensor *g = qkv_grad_for(ctx, out);
+    bool fresh;
+    qkv_tensor *g = qkv__grad_fresh(ctx, out, &fresh);
     if (!g) return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
-    qkv_tensor tmp = *g;
-    /* g is contiguous in out's shape; add grad_out through its own strides. */
-    qkv__strided_add(g->data, grad_out);
-    (void)tmp;
+    if (fresh && qkv_is_contiguous(grad_out)) { /* a new buffer: one copy instead of zero-fill and add */
+        memcpy(g->data, grad_out->data, (size_t)qkv_numel(g) * sizeof(float));
+    } else {
+        if (fresh) memset(g->data, 0, (size_t)qkv_numel(g) * sizeof(float));
+        qkv__strided_add(g->data, grad_out); /* g is contiguous in out's shape; grad_out may have any strides */
+    }
     return run_backward(ctx, out);
 }
