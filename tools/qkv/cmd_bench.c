@@ -266,6 +266,15 @@ static int run(int argc, char **argv) {
         .max_seconds_set = max_seconds >= 0,
     };
 #undef BNUM
+    /* ../shared/bench/configs.json -> ../shared */
+    char shared[PATH_MAX];
+    snprintf(shared, sizeof shared, "%s", configs_path);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(shared, '/');
+        if (slash) *slash = '\0';
+        else snprintf(shared, sizeof shared, "%s", up ? ".." : ".");
+    }
+    b.shared_dir = shared;
     if (b.cfg) {
         const cJSON *ms = cJSON_GetObjectItemCaseSensitive(b.cfg, "min_steps");
         if (cJSON_IsNumber(ms)) b.min_steps = (int)ms->valuedouble;
