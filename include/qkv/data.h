@@ -92,6 +92,12 @@ void qkv_dataset_free(qkv_dataset *d);
  * with *bad_offset set to the 0-based offset of the first bad byte. */
 bool qkv_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 
+/* Seeded train/dev/test assignment of n examples: out[i] = 0 (train), 1 (dev) or 2 (test). Each split gets
+ * round(fraction * count) examples; with labels (non-NULL), the split is stratified: every label's examples are
+ * divided in the same proportions, so class balance is kept. Deterministic for a seed. */
+qkv_status qkv_data_split(size_t n, const int32_t *labels, double dev_frac, double test_frac, uint64_t seed,
+                          uint8_t *out);
+
 #ifdef __cplusplus
 }
 #endif
