@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/row_sum.h"
 #include "qkv/ops.h"
 
 #define PAR_MIN (1 << 15)
@@ -24,22 +25,12 @@ typedef struct {
     float *mean, *mlo, *rstd; /* per row: the mean as mean + mlo (see row_moments), and 1/sqrt(var + eps) */
 } ln_saved;
 
-static float row_sum(const float *restrict x, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[k + l];
-    for (int l = 0; k < n; k++, l++) acc[l] += x[k];
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
-}
 
 /* Mean and biased variance by the corrected two-pass algorithm: with d = x - m0 for a first mean m0, the mean is
  * m0 + c, c = sum(d)/D, and the variance sum(d^2)/D - c^2. The mean is returned unsummed, as (m0, c): x - m0 is
  * exact for x near m0, so (x - m0) - c keeps the digits that x - (m0 + c) would round away when |mean| >> std. */
 static void row_moments(const float *restrict x, int64_t n, float *mean, float *mlo, float *var) {
-    float m0 = row_sum(x, n) / (float)n;
+    float m0 = qkv__row_sum(x, n) / (float)n;
     float s1[LANES] = {0}, s2[LANES] = {0};
     int64_t k = 0;
     for (; k + LANES <= n; k += LANES)
@@ -94,7 +85,7 @@ static qkv_status layer_norm_backward(qkv_ctx *ctx, qkv_node *nd) {
             for (int l = 0; k < D; k++, l++) acc[l] += gh[k] * (xr[k] - m - ml);
             for (int w = LANES / 2; w > 0; w /= 2)
                 for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-            float mean_gh = row_sum(gh, D) / (float)D, mean_ghx = acc[0] * rs / (float)D;
+            float mean_gh = qkv__row_sum(gh, D) / (float)D, mean_ghx = acc[0] * rs / (float)D;
             for (int64_t d = 0; d < D; d++) dr[d] += rs * (gh[d] - mean_gh - (xr[d] - m - ml) * rs * mean_ghx);
         }
     }

@@ -10,23 +10,13 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/row_sum.h"
 #include "qkv/ops.h"
 
 #define PAR_MIN (1 << 15)
 #define LANES 16
 #define SUM_CHUNK 8192
 
-/* Sum of a contiguous run: LANES strided partial sums, combined pairwise. */
-static float row_sum(const float *restrict x, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[k + l];
-    for (int l = 0; k < n; k++, l++) acc[l] += x[k];
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
-}
 
 /* ---- shared axis plumbing ------------------------------------------------------------------------------------ */
 
@@ -69,7 +59,7 @@ static void sum_kernel(float *restrict out, const float *restrict x, const reduc
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (par && outer > 1)
         for (int64_t o = 0; o < outer; o++) {
-            float s = row_sum(x + o * n, n);
+            float s = qkv__row_sum(x + o * n, n);
             out[o] = mean ? s / (float)n : s;
         }
         return;
@@ -216,9 +206,9 @@ static qkv_tensor *reduce_all(qkv_ctx *ctx, const char *op, qkv_tensor *x, bool 
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t lo = c * SUM_CHUNK;
-        part[c] = row_sum(src + lo, n - lo < SUM_CHUNK ? n - lo : SUM_CHUNK);
+        part[c] = qkv__row_sum(src + lo, n - lo < SUM_CHUNK ? n - lo : SUM_CHUNK);
     }
-    float s = row_sum(part, nchunks);
+    float s = qkv__row_sum(part, nchunks);
     qkv_f32(out)[0] = mean ? s / (float)n : s; /* mean of nothing is NaN, as torch */
     qkv_node *nd = qkv_record(ctx, out, op, sum_all_backward, 1, &x);
     if (nd) nd->f[0] = mean ? 1.0 / (double)n : 1.0;

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "ops/row_sum.h"
 #include "ops/fast_exp.h"
 #include "qkv/ops.h"
 
@@ -30,16 +31,6 @@ static float row_max(const float *restrict x, int64_t n) {
     return m;
 }
 
-static float row_sum(const float *restrict x, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[k + l];
-    for (int l = 0; k < n; k++, l++) acc[l] += x[k];
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
-}
 
 static float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
     float acc[LANES] = {0};
@@ -58,7 +49,7 @@ static float row_dot(const float *restrict a, const float *restrict b, int64_t n
 static void row_forward(float *restrict y, const float *restrict x, int64_t n, bool log_form) {
     float m = row_max(x, n);
     for (int64_t k = 0; k < n; k++) y[k] = qkv__expf(x[k] - m);
-    float s = row_sum(y, n);
+    float s = qkv__row_sum(y, n);
     if (log_form) {
         float shift = m + logf(s);
         for (int64_t k = 0; k < n; k++) y[k] = x[k] - shift;
@@ -110,7 +101,7 @@ static qkv_status softmax_backward(qkv_ctx *ctx, qkv_node *nd) {
             const float *restrict yr = y + o * n, *restrict gr = dy + o * n;
             float *restrict dr = dx + o * n;
             if (log_form) {
-                float s = row_sum(gr, n);
+                float s = qkv__row_sum(gr, n);
                 for (int64_t k = 0; k < n; k++) dr[k] += gr[k] - qkv__expf(yr[k]) * s;
             } else {
                 float dot = row_dot(gr, yr, n);
