@@ -192,6 +192,20 @@ TEST(steady_state_allocates_nothing) {
     qkv_ctx_free(c);
 }
 
+TEST(intermediate_gradients_are_readable) {
+    /* y = 2x, z = sum(y^2): dz/dy = 2y is kept on y after backward (until the context is reset). */
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = gc_rand(44, -1, 1, QKV_DIMS(3));
+    qkv_tensor_set_requires_grad(x, true);
+    qkv_tensor *y = qkv_scale(c, x, 2.0f);
+    qkv_tensor_retain_grad(y);
+    CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_mul(c, y, y))));
+    CHECK(y->grad != NULL);
+    for (int i = 0; y->grad && i < 3; i++) CHECK(qkv_f32(y->grad)[i] == 2.0f * qkv_f32(y)[i]);
+    qkv_tensor_free(x);
+    qkv_ctx_free(c);
+}
+
 TEST(gradients_accumulate) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_tensor *w = gc_rand(43, -1, 1, QKV_DIMS(2, 2));
@@ -227,6 +241,26 @@ static qkv_tensor *fx_shape(qkv_ctx *c, qkv_tensor **in, void *u) {
     return qkv_concat(c, 2, xs, -1);
 }
 
+static qkv_tensor *fx_affine(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_affine(c, in[0], -1.5f, 0.25f);
+}
+static qkv_tensor *fx_reshape_transpose(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_scale(c, qkv_reshape(c, qkv_transpose(c, in[0], 0, 2), QKV_DIMS(4, -1)), 2.0f);
+}
+static qkv_tensor *fx_stack_split(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_tensor *xs[2] = {in[0], in[1]}, *parts[2];
+    qkv_tensor *s = qkv_stack(c, 2, xs, 1);
+    if (qkv_split(c, s, 2, 2, (const int64_t[]){1, 2}, parts) != QKV_OK) return NULL;
+    return qkv_scale(c, parts[1], 3.0f);
+}
+static qkv_tensor *fx_broadcast_to(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    return qkv_mul(c, qkv_broadcast_to(c, in[0], QKV_DIMS(2, 3, 4)), in[1]);
+}
+
 TEST(pytorch_fixtures) {
     const char *path = test_fixture_path("ops_core.safetensors");
     qkv_st_file *f = qkv_st_open(path);
@@ -239,6 +273,10 @@ TEST(pytorch_fixtures) {
     CHECK(fixture_check(f, "linear", fx_linear, NULL, 1e-4, 1e-5));
     CHECK(fixture_check(f, "elementwise", fx_ew, NULL, 1e-4, 1e-5));
     CHECK(fixture_check(f, "shape", fx_shape, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "affine", fx_affine, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "reshape_transpose", fx_reshape_transpose, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "stack_split", fx_stack_split, NULL, 1e-4, 1e-5));
+    CHECK(fixture_check(f, "broadcast_to", fx_broadcast_to, NULL, 1e-4, 1e-5));
     qkv_st_close(f);
 }
 
@@ -252,6 +290,7 @@ int main(void) {
     RUN(no_grad_records_nothing);
     RUN(steady_state_allocates_nothing);
     RUN(gradients_accumulate);
+    RUN(intermediate_gradients_are_readable);
     RUN(pytorch_fixtures);
     return test_finish();
 }
