@@ -56,6 +56,10 @@ static int tok_option(int argc, char **argv, int *i, tokenizer *t, bool *cased) 
         if (!file_exists(vj)) snprintf(vj, sizeof vj, "%s/encoder.json", v);
         if (!file_exists(mg)) snprintf(mg, sizeof mg, "%s/vocab.bpe", v);
         (*i)++;
+        if (!file_exists(vj) || !file_exists(mg)) {
+            qkv_error_set(QKV_ERR_IO, "%s: expected vocab.json + merges.txt (or encoder.json + vocab.bpe) there", v);
+            return -1;
+        }
         if (!(t->bpe = qkv_bpe_load(vj, mg))) return -1;
         return 1;
     }
