@@ -17,6 +17,14 @@ static qkv_tensor *f_matmul_at(qkv_ctx *c, qkv_tensor **in, void *u) { /* a^T @ 
     (void)u;
     return qkv_matmul(c, qkv_transpose(c, in[0], -1, -2), in[1]);
 }
+static qkv_tensor *f_gram(qkv_ctx *c, qkv_tensor **in, void *u) { /* x @ x^T: both operands from one tensor */
+    (void)u;
+    return qkv_matmul(c, in[0], qkv_transpose(c, in[0], -1, -2));
+}
+static qkv_tensor *f_gram_t(qkv_ctx *c, qkv_tensor **in, void *u) { /* x^T @ x, batched */
+    (void)u;
+    return qkv_matmul(c, qkv_transpose(c, in[0], -1, -2), in[0]);
+}
 static qkv_tensor *f_linear(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
     return qkv_linear(c, in[0], in[1], in[2]);
@@ -95,6 +103,8 @@ TEST(gradcheck_matmul) {
                 (qkv_tensor *[]){gc_rand(7, -1, 1, QKV_DIMS(1, 3, 4)), gc_rand(8, -1, 1, QKV_DIMS(2, 1, 4, 2))}));
     CHECK(check("matmul a @ b^T view", f_matmul_bt, 2,
                 (qkv_tensor *[]){gc_rand(9, -1, 1, QKV_DIMS(2, 3, 4)), gc_rand(10, -1, 1, QKV_DIMS(2, 5, 4))}));
+    CHECK(check("matmul x @ x^T", f_gram, 1, (qkv_tensor *[]){gc_rand(18, -1, 1, QKV_DIMS(3, 4))}));
+    CHECK(check("matmul x^T @ x batched", f_gram_t, 1, (qkv_tensor *[]){gc_rand(19, -1, 1, QKV_DIMS(2, 3, 4))}));
     CHECK(check("matmul a^T @ b view", f_matmul_at, 2,
                 (qkv_tensor *[]){gc_rand(11, -1, 1, QKV_DIMS(4, 3)), gc_rand(12, -1, 1, QKV_DIMS(4, 2))}));
 }

@@ -30,6 +30,9 @@ bool qkv__check_f32(const char *op, const qkv_tensor *t, const char *arg);
 /* Like qkv_grad_for, but when the gradient buffer is created by this call it is left uninitialised and *fresh is
  * set: the caller must then overwrite every element instead of accumulating. */
 qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh);
+/* If t is a view swapping the last two dims of a tensor x (qkv_transpose(x, -1, -2) or an equivalent permute),
+ * returns x; else NULL. Lets matmul take x^T as a BLAS flag and write x's gradient directly. */
+qkv_tensor *qkv__transposed_source(const qkv_tensor *t);
 /* Write NumPy broadcast shape of a and b into out; false (error set) if incompatible. */
 bool qkv__broadcast_shape(const char *op, const qkv_tensor *a, const qkv_tensor *b, int *ndim, int64_t *shape);
 /* Reduce a contiguous gradient g of shape `gshape` onto `dst` (shape of an input that was broadcast), adding. */

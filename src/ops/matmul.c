@@ -97,6 +97,7 @@ static bool all_zero(int n, const int64_t *v) {
 typedef struct {
     int nb;
     int64_t bshape[QKV_MAX_DIMS], M, N, K;
+    bool a_transposed, b_transposed; /* the recorded input is the source of a transpose view */
 } mm_saved;
 
 /* Rows of a contiguous-batch operand can be folded into M when every batch entry follows the previous one. */
@@ -111,40 +112,67 @@ static bool foldable(const qkv_tensor *a, const mat_t *A, int nb, const int64_t 
     return true;
 }
 
+/* The operand an input stands for: the input itself, or its last-two-dims transpose when the forward received a
+ * transpose view of it (recorded as the view's source, so its gradient is written directly, never scattered). */
+static qkv_tensor operand_of(const qkv_tensor *x, bool transposed) {
+    qkv_tensor v = *x;
+    if (transposed) {
+        int n = x->ndim;
+        v.shape[n - 1] = x->shape[n - 2];
+        v.shape[n - 2] = x->shape[n - 1];
+        v.stride[n - 1] = x->stride[n - 2];
+        v.stride[n - 2] = x->stride[n - 1];
+    }
+    return v;
+}
+
+/* D = X Y over the batch (M x N result), or, when D is stored transposed, D^T = Y^T X^T (N x M). */
+static void gemm_into(int nb, const int64_t *bshape, int64_t M, int64_t N, int64_t K, mat_t X, mat_t Y, float beta,
+                      mat_t D, bool d_transposed, bool serial) {
+    if (!d_transposed) {
+        gemm_batch(nb, bshape, M, N, K, 1.0f, X, Y, beta, D, serial);
+        return;
+    }
+    X.t = !X.t;
+    Y.t = !Y.t;
+    gemm_batch(nb, bshape, N, M, K, 1.0f, Y, X, beta, D, serial);
+}
+
 static qkv_status matmul_backward(qkv_ctx *ctx, qkv_node *n) {
-    qkv_tensor *a = n->in[0], *b = n->in[1];
     mm_saved *s = n->saved;
+    bool ta = s->a_transposed, tb = s->b_transposed;
+    qkv_tensor a = operand_of(n->in[0], ta), b = operand_of(n->in[1], tb);
     int nb = s->nb;
     mat_t A, B, G;
-    as_operand(a, &A);
-    as_operand(b, &B);
-    batch_strides(a, a->stride, nb, A.bs);
-    batch_strides(b, b->stride, nb, B.bs);
+    as_operand(&a, &A);
+    as_operand(&b, &B);
+    batch_strides(&a, a.stride, nb, A.bs);
+    batch_strides(&b, b.stride, nb, B.bs);
     memset(&G, 0, sizeof G);
     G.p = n->out->grad->data;
     G.ld = s->N;
     batch_strides(n->out, n->out->grad->stride, nb, G.bs);
     bool fa, fb;
-    qkv_tensor *ga = qkv__grad_fresh(ctx, a, &fa), *gb = qkv__grad_fresh(ctx, b, &fb);
-    bool fold = all_zero(nb, B.bs) && foldable(a, &A, nb, s->bshape);
+    qkv_tensor *ga = qkv__grad_fresh(ctx, n->in[0], &fa), *gb = qkv__grad_fresh(ctx, n->in[1], &fb);
+    bool fold = all_zero(nb, B.bs) && foldable(&a, &A, nb, s->bshape);
     int64_t rows = s->M;
     for (int d = 0; d < nb; d++) rows *= s->bshape[d];
-    if (ga) { /* dA = dC B^T */
-        mat_t D = {.p = ga->data, .t = false, .ld = s->K};
-        batch_strides(a, ga->stride, nb, D.bs);
+    if (ga) { /* dA = dC B^T  (M x K; stored K x M when a was a transpose view) */
+        mat_t D = {.p = ga->data, .t = false, .ld = ta ? s->M : s->K};
+        batch_strides(n->in[0], ga->stride, nb, D.bs);
         mat_t Bt = B;
         Bt.t = !B.t;
         bool serial = overlapping(nb, s->bshape, D.bs);
         if (fa && (serial || s->N == 0)) memset(D.p, 0, (size_t)qkv_numel(ga) * sizeof(float));
         float beta = (fa && !serial && s->N > 0) ? 0.0f : 1.0f;
-        if (fold)
+        if (fold) /* fold implies a is a plain row-major operand (not transposed) */
             gemm_one(rows, s->K, s->N, 1.0f, G.p, false, G.ld, Bt.p, Bt.t, Bt.ld, beta, D.p, D.ld);
         else
-            gemm_batch(nb, s->bshape, s->M, s->K, s->N, 1.0f, G, Bt, beta, D, serial);
+            gemm_into(nb, s->bshape, s->M, s->K, s->N, G, Bt, beta, D, ta, serial);
     }
-    if (gb) { /* dB = A^T dC */
-        mat_t D = {.p = gb->data, .t = false, .ld = s->N};
-        batch_strides(b, gb->stride, nb, D.bs);
+    if (gb) { /* dB = A^T dC  (K x N; stored N x K when b was a transpose view) */
+        mat_t D = {.p = gb->data, .t = false, .ld = tb ? s->K : s->N};
+        batch_strides(n->in[1], gb->stride, nb, D.bs);
         mat_t At = A;
         At.t = !A.t;
         bool serial = fold || overlapping(nb, s->bshape, D.bs);
@@ -152,10 +180,12 @@ static qkv_status matmul_backward(qkv_ctx *ctx, qkv_node *n) {
         if (fb && (serial && !fold)) memset(D.p, 0, (size_t)qkv_numel(gb) * sizeof(float));
         if (fb && inner == 0) memset(D.p, 0, (size_t)qkv_numel(gb) * sizeof(float));
         float beta = (fb && !(serial && !fold) && inner > 0) ? 0.0f : 1.0f;
-        if (fold)
+        if (fold && !tb)
             gemm_one(s->K, s->N, rows, 1.0f, At.p, true, At.ld, G.p, false, G.ld, beta, D.p, D.ld);
+        else if (fold) /* d(b source) = dC^T A, one GEMM over all rows */
+            gemm_one(s->N, s->K, rows, 1.0f, G.p, true, G.ld, A.p, false, A.ld, beta, D.p, D.ld);
         else
-            gemm_batch(nb, s->bshape, s->K, s->N, s->M, 1.0f, At, G, beta, D, serial);
+            gemm_into(nb, s->bshape, s->K, s->N, s->M, At, G, beta, D, tb, serial);
     }
     return QKV_OK;
 }
@@ -207,11 +237,16 @@ qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
     } else {
         gemm_batch(nb, shape, M, N, K, 1.0f, A, B, 0.0f, C, false);
     }
-    qkv_tensor *in[2] = {a, b};
+    /* Record a transpose view's source instead of the view: the backward then writes the source's gradient
+     * with one GEMM instead of writing the view's gradient and scattering it through transposed strides. */
+    qkv_tensor *src_a = qkv__transposed_source(a), *src_b = qkv__transposed_source(b);
+    qkv_tensor *in[2] = {src_a ? src_a : a, src_b ? src_b : b};
     qkv_node *n = qkv_record(ctx, c, "matmul", matmul_backward, 2, in);
     if (n) {
         mm_saved *s = qkv_ctx_alloc(ctx, sizeof *s);
         if (!s) return NULL;
+        s->a_transposed = src_a != NULL;
+        s->b_transposed = src_b != NULL;
         s->nb = nb;
         memcpy(s->bshape, shape, sizeof s->bshape);
         s->M = M;

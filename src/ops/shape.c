@@ -42,6 +42,19 @@ static qkv_tensor *record_view(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *y, const
     return y;
 }
 
+qkv_tensor *qkv__transposed_source(const qkv_tensor *t) {
+    if (!t || !t->node || t->node->backward != view_backward || strcmp(t->node->op, "permute")) return NULL;
+    qkv_tensor *x = t->node->in[0];
+    int n = t->ndim;
+    if (n < 2 || x->ndim != n || x->dtype != QKV_F32) return NULL;
+    for (int d = 0; d < n - 2; d++)
+        if (t->shape[d] != x->shape[d] || t->stride[d] != x->stride[d]) return NULL;
+    if (t->shape[n - 1] != x->shape[n - 2] || t->shape[n - 2] != x->shape[n - 1] ||
+        t->stride[n - 1] != x->stride[n - 2] || t->stride[n - 2] != x->stride[n - 1])
+        return NULL;
+    return x;
+}
+
 /* ---- contiguous (a copy, when needed) -------------------------------------------------------------------------- */
 
 static qkv_status copy_backward(qkv_ctx *ctx, qkv_node *nd) {
