@@ -143,8 +143,10 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     gemm_shape shapes[32];
     int ns = model_shapes(b->configs, shapes);
     double per = b->max_seconds_set ? b->max_seconds : 0.6, log_sum = 0, worst = INFINITY;
+    const char *only = getenv("QKV_BENCH_SHAPE"); /* substring filter, for profiling one shape */
     for (int i = 0; i < ns; i++) {
         const gemm_shape *s = &shapes[i];
+        if (only && !strstr(s->label, only)) continue;
         long nb = s->batch ? s->batch : 1;
         gemm_run r = {.s = s, .ctx = qkv_ctx_new()};
         if (s->batch) {
@@ -210,7 +212,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     cJSON *o = bench_result(b, mode);
     cJSON_AddStringToObject(o, "shape", "summary");
     cJSON_AddNumberToObject(o, "shapes", ns);
-    cJSON_AddNumberToObject(o, "api_vs_cblas_geomean", round(exp(log_sum / ns) * 1000) / 1000);
+    cJSON_AddNumberToObject(o, "api_vs_cblas_geomean", round(exp(log_sum / (ns ? ns : 1)) * 1000) / 1000);
     cJSON_AddNumberToObject(o, "api_vs_cblas_min", round(worst * 1000) / 1000);
     bench_emit(o);
     return CLI_OK;
