@@ -1,5 +1,5 @@
 /* Data readers: every format on small files written to a temp dir, every bad-input case, and the shared data sets
- * (record counts from /work/shared/data/README.md; skipped visibly without QKV_SHARED). */
+ * (record counts from ../shared/data/README.md; skipped visibly without QKV_SHARED). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

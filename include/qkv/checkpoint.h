@@ -29,6 +29,12 @@ typedef struct qkv_train_state {
 qkv_status qkv_checkpoint_save(const char *path, const qkv_params *params, const qkv_optim *opt,
                                const qkv_train_state *state, const char *config_json);
 
+/* The same, plus n_extra metadata pairs keys[i] = values[i] (UTF-8; read them back with qkv_st_metadata). The
+ * training loop keeps its own state under "qkv.loop". */
+qkv_status qkv_checkpoint_save_ex(const char *path, const qkv_params *params, const qkv_optim *opt,
+                                  const qkv_train_state *state, const char *config_json, int n_extra,
+                                  const char *const *keys, const char *const *values);
+
 /* Loads into existing tensors: every parameter (and, if opt is given, every optimiser slot) must be in the file
  * with the same shape; a missing tensor, a shape mismatch, or a tensor in the file that nothing here expects is an
  * error naming them (up to 8 names). opt/state/config_json (malloc'd, caller frees) may be NULL. */

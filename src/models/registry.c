@@ -7,19 +7,19 @@
 #include "qkv/model.h"
 
 /* Each model's file defines its table; uncomment its two lines when it lands. */
-/* extern const qkv_model_type qkv_model_embmean; */
-/* extern const qkv_model_type qkv_model_transformer_classifier; */
-/* extern const qkv_model_type qkv_model_gpt; */
-/* extern const qkv_model_type qkv_model_rnnlm; */
+extern const qkv_model_type qkv_model_embmean;
+extern const qkv_model_type qkv_model_transformer_classifier;
+extern const qkv_model_type qkv_model_gpt;
+extern const qkv_model_type qkv_model_rnnlm;
 /* extern const qkv_model_type qkv_model_lstm_seq2seq; */
 /* extern const qkv_model_type qkv_model_transformer_seq2seq; */
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
-    /* &qkv_model_embmean, */
-    /* &qkv_model_transformer_classifier, */
-    /* &qkv_model_gpt, */
-    /* &qkv_model_rnnlm, */
+    &qkv_model_embmean,
+    &qkv_model_transformer_classifier,
+    &qkv_model_gpt,
+    &qkv_model_rnnlm,
     /* &qkv_model_lstm_seq2seq, */
     /* &qkv_model_transformer_seq2seq, */
 };

@@ -9,9 +9,16 @@
 
 qkv_status qkv_checkpoint_save(const char *path, const qkv_params *params, const qkv_optim *opt,
                                const qkv_train_state *state, const char *config_json) {
+    return qkv_checkpoint_save_ex(path, params, opt, state, config_json, 0, NULL, NULL);
+}
+
+qkv_status qkv_checkpoint_save_ex(const char *path, const qkv_params *params, const qkv_optim *opt,
+                                  const qkv_train_state *state, const char *config_json, int n_extra,
+                                  const char *const *keys, const char *const *values) {
     qkv_st_writer *w = qkv_st_writer_new();
     if (!w) return qkv_last_status();
     qkv_status st = qkv_st_writer_meta(w, "format", "qkv");
+    for (int i = 0; st == QKV_OK && i < n_extra; i++) st = qkv_st_writer_meta(w, keys[i], values[i]);
     for (int i = 0; st == QKV_OK && i < qkv_params_count(params); i++) {
         qkv_tensor *t = qkv_params_at(params, i);
         st = qkv_st_writer_add(w, t->name, t);
