@@ -11,7 +11,7 @@ PKGS=(
   libutf8proc-dev          # Unicode normalisation for WordPiece
   libpcre2-dev             # GPT-2 pre-tokenisation regex
   python3-torch python3-numpy   # PyTorch reference scripts (tests/ref, bench/quality)
-  chromium                 # headless browser for the attention viewer test (tests/viz_chromium.sh)
+  chromium                 # headless browser for the attention viewer test (tests/test_viz.c)
 )
 
 SUDO=""

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Sentiment quality: qkv's Transformer classifier vs. a PyTorch reference, same data, tokenizer, hyperparameters
+and steps. Prints one JSON line per side with its test accuracy (at the best dev checkpoint, as qkv train keeps
+best.safetensors), then a comparison line.
+
+  /usr/bin/python3 bench/quality/sentiment.py [--qkv build/qkv] [--steps N] [--threads 2] [--only torch|qkv]
+
+Run from the repository root (the config names ../shared/data/sentiment). The qkv side is `qkv train` with
+bench/quality/sentiment.json, then `qkv eval --split test --json`. The torch side rebuilds the same pipeline:
+word tokens (lowercased, punctuation dropped, split on whitespace), a vocabulary of every training word
+(specials <pad> <unk> [CLS] first), [CLS] prepended, the same model (tests/ref/cls_model.py's module tree),
+Adam, batch 32, dropout 0.1, dev accuracy every 100 steps. Initial weights and dropout masks differ (different
+generators), so single runs differ by noise of about a point on 248 test sentences."""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+
+
+def words(text):
+    """qkv's word tokenizer with lowercase + strip_punct: Unicode punctuation (P*) and BERT's ASCII symbols go."""
+    out = []
+    for ch in text.lower():
+        cat = unicodedata.category(ch)
+        o = ord(ch)
+        ascii_sym = 33 <= o <= 47 or 58 <= o <= 64 or 91 <= o <= 96 or 123 <= o <= 126
+        out.append(" " if ch.isspace() else ("" if cat.startswith("P") or ascii_sym else ch))
+    return "".join(out).split()
+
+
+def read(path):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            label, text = line.rstrip("\n").split("\t", 1)
+            rows.append((int(label), words(text)))
+    return rows
+
+
+def torch_side(cfg, steps, threads, seed):
+    import torch
+    from cls_model import Classifier
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    d = cfg["data"]
+    train, dev, test = (read(os.path.normpath(os.path.join(ROOT, d[k]))) for k in ("train", "dev", "test"))
+    counts = {}
+    for _, ws in train:
+        for w in ws:
+            counts[w] = counts.get(w, 0) + 1
+    itos = ["<pad>", "<unk>", "[CLS]"] + sorted(counts, key=lambda w: (-counts[w], w.encode()))
+    stoi = {w: i for i, w in enumerate(itos)}
+    m, t = cfg["model"], cfg["train"]
+    L = d["max_len"]
+
+    def encode(rows):
+        return [(y, [2] + [stoi.get(w, 1) for w in ws][: L - 1]) for y, ws in rows]
+
+    train, dev, test = encode(train), encode(dev), encode(test)
+    act = {"relu": torch.relu, "gelu": torch.nn.functional.gelu}[m["activation"]]
+    model = Classifier(len(itos), 2, m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], act,
+                       m["norm"] == "pre", m["pos_enc"] == "learned", m["emb_scale_sqrt_d"], max_len=m["max_len"])
+    drop = torch.nn.Dropout(m["dropout"])
+    for layer in model.encoder.layers:  # the reference module has no dropout: add it where qkv has it
+        layer.ff = (lambda l: lambda x: drop(l.linear2(drop(act(l.linear1(x))))))(layer)
+        layer.self_attn.drop = torch.nn.Dropout(m["attn_dropout"])
+    opt = torch.optim.Adam(model.parameters(), lr=t["optimizer"]["lr"])
+
+    def batch(rows):
+        T = max(len(ids) for _, ids in rows)
+        x = torch.zeros(len(rows), T, dtype=torch.long)
+        pad = torch.ones(len(rows), T, dtype=torch.int32)
+        for i, (_, ids) in enumerate(rows):
+            x[i, : len(ids)] = torch.tensor(ids)
+            pad[i, : len(ids)] = 0
+        return x, pad, torch.tensor([y for y, _ in rows])
+
+    def accuracy(rows):
+        model.eval()
+        ok = 0
+        with torch.no_grad():
+            for i in range(0, len(rows), 64):
+                x, pad, y = batch(rows[i: i + 64])
+                ok += (model(x, pad).argmax(-1) == y).sum().item()
+        model.train()
+        return ok / len(rows)
+
+    B, every = t["batch_size"], cfg["eval"]["every"]
+    order, pos, best, best_state = [], 0, -1.0, None
+    t0 = time.time()
+    for step in range(1, steps + 1):
+        if pos + B > len(order):
+            order, pos = random.sample(range(len(train)), len(train)), 0
+        x, pad, y = batch([train[i] for i in order[pos: pos + B]])
+        pos += B
+        loss = torch.nn.functional.cross_entropy(model.classifier(model_hidden(model, x, pad, drop)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % every == 0 or step == steps:
+            acc = accuracy(dev)
+            if acc > best:
+                best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    return {"side": "torch", "test_accuracy": round(accuracy(test), 4), "best_dev_accuracy": round(best, 4),
+            "steps": steps, "seconds": round(time.time() - t0, 1), "vocab": len(itos)}
+
+
+def model_hidden(model, x, pad, drop):
+    """The classifier's forward up to the [CLS] hidden state, with dropout where qkv applies it (training)."""
+    h = drop(model.pos(model.embedding(x) * model.scale))
+    for layer in model.encoder.layers:
+        if layer.pre:
+            h = h + drop(layer.self_attn(layer.norm1(h), pad))
+            h = h + layer.ff(layer.norm2(h))
+        else:
+            h = layer.norm1(h + drop(layer.self_attn(h, pad)))
+            h = layer.norm2(h + layer.ff(h))
+    if hasattr(model.encoder, "norm"):
+        h = model.encoder.norm(h)
+    return h[:, 0]
+
+
+def qkv_side(qkv, steps, threads):
+    run = tempfile.mkdtemp(prefix="qkv-sentiment-")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    t0 = time.time()
+    r = subprocess.run([qkv, "train", "--config", os.path.join(HERE, "sentiment.json"), "--run", run, "--quiet",
+                        "--set", "train.steps=%d" % steps], cwd=ROOT, env=env)
+    if r.returncode != 0:
+        return {"side": "qkv", "status": "train failed", "returncode": r.returncode, "run": run}
+    secs = time.time() - t0
+    out = subprocess.run([qkv, "eval", "--run", run, "--split", "test", "--json"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        metrics = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"side": "qkv", "status": "eval failed", "returncode": out.returncode, "run": run}
+    return {"side": "qkv", "test_accuracy": metrics.get("accuracy"), "steps": steps, "seconds": round(secs, 1),
+            "run": run, "metrics": metrics}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", choices=["torch", "qkv"])
+    a = ap.parse_args()
+    with open(os.path.join(HERE, "sentiment.json")) as f:
+        cfg = json.load(f)
+    steps = a.steps or cfg["train"]["steps"]
+    res = {}
+    if a.only != "torch":
+        res["qkv"] = qkv_side(a.qkv, steps, a.threads)
+        print(json.dumps(res["qkv"]), flush=True)
+    if a.only != "qkv":
+        res["torch"] = torch_side(cfg, steps, a.threads, a.seed)
+        print(json.dumps(res["torch"]), flush=True)
+    if len(res) == 2 and "test_accuracy" in res["qkv"] and res["qkv"]["test_accuracy"] is not None:
+        q, t = res["qkv"]["test_accuracy"], res["torch"]["test_accuracy"]
+        print(json.dumps({"comparison": "sentiment", "qkv": q, "torch": t,
+                          "qkv_within_0.5_points": q >= t - 0.005}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

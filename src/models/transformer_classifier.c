@@ -1,0 +1,352 @@
+/* The Transformer-encoder sentence classifier (include/qkv/transformer_classifier.h) and its model-type table.
+ * The forward reads like the diagram: embed, add positions, blocks, final norm, take position 0, classify. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/model.h"
+#include "qkv/ops.h"
+#include "qkv/safetensors.h"
+#include "qkv/transformer_classifier.h"
+
+qkv_tcls_config qkv_tcls_config_default(int64_t vocab_size, int64_t n_classes) {
+    return (qkv_tcls_config){.vocab_size = vocab_size, .n_classes = n_classes, .d_model = 128, .n_layers = 2,
+                             .n_heads = 4, .d_ff = 512, .max_len = 512, .activation = QKV_ACT_RELU,
+                             .norm_first = true, .dropout = 0.1f, .attn_dropout = 0.1f,
+                             .pos_enc = QKV_POSENC_SINUSOIDAL, .emb_scale_sqrt_d = true};
+}
+
+static qkv_status check_config(const qkv_tcls_config *c) {
+    if (c->vocab_size < 1 || c->n_classes < 2)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer classifier: vocab_size %lld and n_classes %lld (need >= 1, >= 2)",
+                             (long long)c->vocab_size, (long long)c->n_classes);
+    if (c->d_model < 1 || c->n_heads < 1 || c->d_model % c->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID,
+                             "transformer classifier: d_model %lld must be a positive multiple of n_heads %lld",
+                             (long long)c->d_model, (long long)c->n_heads);
+    if (c->n_layers < 1 || c->n_layers > QKV_TCLS_MAX_LAYERS)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer classifier: n_layers %lld outside [1, %d]",
+                             (long long)c->n_layers, QKV_TCLS_MAX_LAYERS);
+    if (c->d_ff < 1 || c->max_len < 1)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer classifier: d_ff %lld and max_len %lld must be positive",
+                             (long long)c->d_ff, (long long)c->max_len);
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f) || !(c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f))
+        return qkv_error_set(QKV_ERR_INVALID, "transformer classifier: dropout %g / attn_dropout %g outside [0, 1)",
+                             (double)c->dropout, (double)c->attn_dropout);
+    if (c->pretrained && (c->pretrained->dtype != QKV_F32 || c->pretrained->ndim != 2 ||
+                          c->pretrained->shape[0] != c->vocab_size || c->pretrained->shape[1] != c->d_model)) {
+        char s[96];
+        return qkv_error_set(QKV_ERR_INVALID,
+                             "transformer classifier: pretrained embeddings %s must be float32 [vocab %lld, d_model "
+                             "%lld]",
+                             qkv_shape_str(c->pretrained, s, sizeof s), (long long)c->vocab_size,
+                             (long long)c->d_model);
+    }
+    return QKV_OK;
+}
+
+qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config *cfg, qkv_rng *rng) {
+    if (!m || !params || !cfg || !rng)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer classifier init: model, params, config or rng is NULL");
+    memset(m, 0, sizeof *m);
+    qkv_status st = check_config(cfg);
+    if (st) return st;
+    const qkv_tcls_config *c = cfg;
+    int64_t d = c->d_model;
+    if (c->pretrained) {
+        st = qkv_nn_embedding_init_from(&m->embed, params, "embedding", c->pretrained, c->frozen, QKV_NN_NO_PADDING,
+                                        c->emb_scale_sqrt_d);
+    } else {
+        st = qkv_nn_embedding_init(&m->embed, params, "embedding", c->vocab_size, d, QKV_NN_NO_PADDING,
+                                   c->emb_scale_sqrt_d, rng);
+        if (!st && c->frozen) qkv_tensor_set_requires_grad(m->embed.weight, false);
+    }
+    if (st || (st = qkv_nn_posenc_init(&m->pos, params, "pos", c->pos_enc, c->max_len, d, c->dropout, 0.0f, rng)))
+        return st;
+    qkv_nn_block_config bc = qkv_nn_block_config_default(d, c->n_heads);
+    bc.dim_feedforward = c->d_ff;
+    bc.dropout = c->dropout;
+    bc.activation = c->activation;
+    bc.norm_first = c->norm_first;
+    bc.separate_proj = true;
+    for (int64_t i = 0; i < c->n_layers; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "encoder.layers.%lld", (long long)i);
+        if ((st = qkv_nn_encoder_layer_init(&m->layers[i], params, prefix, &bc, rng))) return st;
+        /* The block config has one dropout for everything; the attention weights get their own. */
+        m->layers[i].self_attn.cfg.dropout = c->attn_dropout;
+    }
+    if (c->norm_first && (st = qkv_nn_layer_norm_init(&m->final_norm, params, "encoder.norm", d, 1e-5f, true)))
+        return st;
+    if ((st = qkv_nn_linear_init(&m->classifier, params, "classifier", d, c->n_classes, true, rng))) return st;
+    m->cfg = *c;
+    m->cfg.pretrained = NULL; /* copied above; not kept */
+    return QKV_OK;
+}
+
+/* ---- Forward ----------------------------------------------------------------------------------------------- */
+
+static qkv_tensor *feed_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x) {
+    float p = l->cfg.dropout;
+    qkv_tensor *h = qkv_nn_activate(ctx, l->cfg.activation, qkv_nn_linear_forward(ctx, &l->linear1, x));
+    return qkv_dropout(ctx, qkv_nn_linear_forward(ctx, &l->linear2, qkv_dropout(ctx, h, p)), p);
+}
+
+static qkv_tensor *self_attention(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *q, qkv_tensor *kv,
+                                  const qkv_tensor *pad, qkv_tensor **weights) {
+    qkv_nn_mha_opts o = {.key_padding = pad, .weights = weights};
+    return qkv_dropout(ctx, qkv_nn_mha_forward(ctx, &l->self_attn, q, kv, kv, &o), l->cfg.dropout);
+}
+
+/* The first n_q positions of x [B, T, d] (a view when n_q < T). */
+static qkv_tensor *first(qkv_ctx *ctx, qkv_tensor *x, int64_t n_q) {
+    return x && n_q < x->shape[1] ? qkv_slice(ctx, x, 1, 0, n_q, 1) : x;
+}
+
+/* One encoder block (torch.nn.TransformerEncoderLayer's math) that updates only the first n_q positions, all of
+ * them attending to every position of x:
+ *     pre-LN:   h = norm1(x);  y = x_q + attn(h_q, h);  y = y + ff(norm2(y))
+ *     post-LN:  y = norm1(x_q + attn(x_q, x));          y = norm2(y + ff(y)) */
+static qkv_tensor *block(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x, int64_t n_q,
+                         const qkv_tensor *pad, qkv_tensor **weights) {
+    if (l->cfg.norm_first) {
+        qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
+        qkv_tensor *y = qkv_add(ctx, first(ctx, x, n_q), self_attention(ctx, l, first(ctx, h, n_q), h, pad, weights));
+        return qkv_add(ctx, y, feed_forward(ctx, l, qkv_nn_layer_norm_forward(ctx, &l->norm2, y)));
+    }
+    qkv_tensor *xq = first(ctx, x, n_q);
+    qkv_tensor *y = qkv_nn_layer_norm_forward(ctx, &l->norm1, qkv_add(ctx, xq, self_attention(ctx, l, xq, x, pad, weights)));
+    return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, y, feed_forward(ctx, l, y)));
+}
+
+qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
+                            qkv_tensor **weights) {
+    if (!ids) return NULL;
+    if (!m || m->cfg.d_model < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer classifier: model is not initialised");
+        return NULL;
+    }
+    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1 || ids->shape[1] > m->cfg.max_len) {
+        char s[96];
+        qkv_error_set(QKV_ERR_INVALID, "transformer classifier: ids %s must be int32 [batch, 1..max_len %lld]",
+                      qkv_shape_str(ids, s, sizeof s), (long long)m->cfg.max_len);
+        return NULL;
+    }
+    int64_t B = ids->shape[0], T = ids->shape[1], L = m->cfg.n_layers;
+    qkv_tensor *x = qkv_nn_posenc_forward(ctx, &m->pos, qkv_nn_embedding_forward(ctx, &m->embed, ids), 0);
+    for (int64_t i = 0; i < L; i++) {
+        /* Only position 0 reaches the classifier: the last block updates it alone unless maps are wanted. */
+        int64_t n_q = (i == L - 1 && !weights) ? 1 : T;
+        x = block(ctx, &m->layers[i], x, n_q, pad_mask, weights ? &weights[i] : NULL);
+    }
+    if (m->cfg.norm_first) x = qkv_nn_layer_norm_forward(ctx, &m->final_norm, x);
+    qkv_tensor *cls = qkv_reshape(ctx, first(ctx, x, 1), QKV_DIMS(B, m->cfg.d_model));
+    return qkv_nn_linear_forward(ctx, &m->classifier, cls);
+}
+
+qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
+                             qkv_tensor **weights) {
+    return qkv_log_softmax(ctx, qkv_tcls_logits(ctx, m, ids, pad_mask, weights), -1);
+}
+
+/* ---- The model type ("transformer_classifier") ------------------------------------------------------------- */
+
+struct qkv_model {
+    qkv_tcls net;
+};
+
+static const char default_config[] =
+    "{\"type\": \"transformer_classifier\", \"d_model\": 128, \"n_layers\": 2, \"n_heads\": 4, \"d_ff\": 512, "
+    "\"activation\": \"relu\", \"norm\": \"pre\", \"dropout\": 0.1, \"attn_dropout\": 0.1, "
+    "\"pos_enc\": \"sinusoidal\", \"emb_scale_sqrt_d\": true, \"max_len\": 512, "
+    "\"embeddings\": {\"pretrained\": null, \"frozen\": false}}";
+
+/* A missing key keeps the default already in *out; a present one must have the right type and range. */
+static qkv_status cfg_int(const cJSON *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi)
+        return qkv_error_set(QKV_ERR_INVALID, "model.%s must be an integer in [%lld, %lld]", key, (long long)lo,
+                             (long long)hi);
+    *out = (int64_t)v->valuedouble;
+    return QKV_OK;
+}
+
+static qkv_status cfg_prob(const cJSON *cfg, const char *key, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble < 1.0))
+        return qkv_error_set(QKV_ERR_INVALID, "model.%s must be a number in [0, 1)", key);
+    *out = (float)v->valuedouble;
+    return QKV_OK;
+}
+
+static qkv_status cfg_bool(const cJSON *cfg, const char *key, const char *path, bool *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsBool(v)) return qkv_error_set(QKV_ERR_INVALID, "model.%s must be true or false", path);
+    *out = cJSON_IsTrue(v);
+    return QKV_OK;
+}
+
+/* A string key that must be one of two values: *out = 0 for `a`, 1 for `b`. */
+static qkv_status cfg_choice(const cJSON *cfg, const char *key, const char *a, const char *b, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, a)) *out = 0;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, b)) *out = 1;
+    else return qkv_error_set(QKV_ERR_INVALID, "model.%s must be \"%s\" or \"%s\"", key, a, b);
+    return QKV_OK;
+}
+
+/* The pretrained matrix: the file's only tensor, or the one named "weight" / "embedding.weight". */
+static qkv_tensor *load_pretrained(const char *path) {
+    qkv_st_file *f = qkv_st_open(path);
+    if (!f) return NULL;
+    const char *name = NULL;
+    if (qkv_st_count(f) == 1) name = qkv_st_name(f, 0);
+    else if (qkv_st_find(f, "embedding.weight") >= 0) name = "embedding.weight";
+    else if (qkv_st_find(f, "weight") >= 0) name = "weight";
+    qkv_tensor *t = NULL;
+    if (name) t = qkv_st_read(f, name);
+    else qkv_error_set(QKV_ERR_FORMAT, "model.embeddings.pretrained: %s holds %d tensors and none is named 'weight'",
+                       path, qkv_st_count(f));
+    qkv_st_close(f);
+    return t;
+}
+
+static qkv_status parse_config(const cJSON *cfg, const qkv_task_info *info, qkv_tcls_config *c, const char **pre) {
+    *c = qkv_tcls_config_default(info->vocab_size, info->n_classes);
+    *pre = NULL;
+    int norm = 0, pos = 0;
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
+    qkv_status st;
+    if ((st = cfg_int(cfg, "d_model", 1, 1 << 16, &c->d_model)) ||
+        (st = cfg_int(cfg, "n_layers", 1, QKV_TCLS_MAX_LAYERS, &c->n_layers)) ||
+        (st = cfg_int(cfg, "n_heads", 1, 1 << 12, &c->n_heads)) || (st = cfg_int(cfg, "d_ff", 1, 1 << 20, &c->d_ff)) ||
+        (st = cfg_int(cfg, "max_len", 1, 1 << 20, &c->max_len)) || (st = cfg_prob(cfg, "dropout", &c->dropout)) ||
+        (st = cfg_prob(cfg, "attn_dropout", &c->attn_dropout)) ||
+        (st = cfg_bool(cfg, "emb_scale_sqrt_d", "emb_scale_sqrt_d", &c->emb_scale_sqrt_d)) ||
+        (st = cfg_choice(cfg, "norm", "pre", "post", &norm)) ||
+        (st = cfg_choice(cfg, "pos_enc", "sinusoidal", "learned", &pos)))
+        return st;
+    c->norm_first = norm == 0;
+    c->pos_enc = pos == 0 ? QKV_POSENC_SINUSOIDAL : QKV_POSENC_LEARNED;
+    if (act && (!cJSON_IsString(act) || !qkv_activation_parse(act->valuestring, &c->activation) ||
+                c->activation == QKV_ACT_TANH))
+        return qkv_error_set(QKV_ERR_INVALID, "model.activation must be \"relu\", \"gelu\" or \"gelu_tanh\"");
+    if (c->d_model % c->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID, "model.d_model %lld must be a multiple of model.n_heads %lld",
+                             (long long)c->d_model, (long long)c->n_heads);
+    if (info->max_len > c->max_len)
+        return qkv_error_set(QKV_ERR_INVALID, "model.max_len %lld is shorter than the data's longest sequence %lld",
+                             (long long)c->max_len, (long long)info->max_len);
+    const cJSON *emb = cJSON_GetObjectItemCaseSensitive(cfg, "embeddings");
+    if (emb && !cJSON_IsNull(emb)) {
+        if (!cJSON_IsObject(emb)) return qkv_error_set(QKV_ERR_INVALID, "model.embeddings must be an object");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(emb, "pretrained");
+        if (p && !cJSON_IsNull(p) && !cJSON_IsString(p))
+            return qkv_error_set(QKV_ERR_INVALID, "model.embeddings.pretrained must be a file path or null");
+        if (cJSON_IsString(p) && p->valuestring[0]) *pre = p->valuestring;
+        if ((st = cfg_bool(emb, "frozen", "embeddings.frozen", &c->frozen))) return st;
+    }
+    return QKV_OK;
+}
+
+static qkv_model *tcls_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    if (!cfg || !info || !params || !rng) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: config, task info, params or rng is NULL");
+        return NULL;
+    }
+    qkv_tcls_config c;
+    const char *pre;
+    if (parse_config(cfg, info, &c, &pre)) return NULL;
+    qkv_tensor *matrix = NULL;
+    if (pre && !(matrix = load_pretrained(pre))) return NULL;
+    c.pretrained = matrix;
+    qkv_model *m = calloc(1, sizeof *m);
+    qkv_status st = m ? qkv_tcls_init(&m->net, params, &c, rng)
+                      : qkv_error_set(QKV_ERR_NOMEM, "transformer_classifier: out of memory");
+    qkv_tensor_free(matrix);
+    if (st) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void tcls_free(qkv_model *m) { free(m); }
+
+/* The batch's mask is 1 at tokens; the attention wants non-zero at padding. */
+static qkv_tensor *padding_of(qkv_ctx *ctx, const qkv_tensor *mask) {
+    if (!mask) return NULL;
+    if (mask->ndim != 2 || (mask->dtype != QKV_F32 && mask->dtype != QKV_I32)) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask must be int32 or float32 [B, T]");
+        return NULL;
+    }
+    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_I32, 2, mask->shape);
+    if (!pad) return NULL;
+    int32_t *p = qkv_i32(pad);
+    for (int64_t b = 0; b < mask->shape[0]; b++)
+        for (int64_t t = 0; t < mask->shape[1]; t++) {
+            int64_t off = b * mask->stride[0] + t * mask->stride[1];
+            bool token = mask->dtype == QKV_F32 ? qkv_f32(mask)[off] != 0.0f : qkv_i32(mask)[off] != 0;
+            *p++ = !token;
+        }
+    return pad;
+}
+
+static bool check_batch(const qkv_batch *b) {
+    if (!b || !b->ids) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no ids");
+        return false;
+    }
+    if (b->mask && (b->mask->ndim != 2 || b->mask->shape[0] != b->ids->shape[0] ||
+                    b->mask->shape[1] != b->ids->shape[b->ids->ndim - 1])) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask and ids shapes differ");
+        return false;
+    }
+    return true;
+}
+
+static qkv_tensor *tcls_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
+    if (!check_batch(b)) return NULL;
+    qkv_tensor *pad = padding_of(ctx, b->mask);
+    if (b->mask && !pad) return NULL;
+    if (!maps) return qkv_tcls_forward(ctx, &m->net, b->ids, pad, NULL);
+    int L = (int)m->net.cfg.n_layers;
+    qkv_tensor *weights[QKV_TCLS_MAX_LAYERS] = {0};
+    qkv_tensor *out = qkv_tcls_forward(ctx, &m->net, b->ids, pad, weights);
+    maps->n_layers = out ? L : 0;
+    for (int i = 0; i < L; i++) {
+        maps->kind[i] = "self";
+        maps->weights[i] = weights[i];
+    }
+    return out;
+}
+
+static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    if (!check_batch(b)) return NULL;
+    if (!b->labels) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no labels");
+        return NULL;
+    }
+    qkv_tensor *pad = padding_of(ctx, b->mask);
+    if (b->mask && !pad) return NULL;
+    return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
+}
+
+const qkv_model_type qkv_model_transformer_classifier = {
+    .name = "transformer_classifier",
+    .task = "classify",
+    .summary = "Transformer encoder (pre/post-LN, sinusoidal or learned positions), classifies from token 0 "
+               "([CLS])",
+    .default_config = default_config,
+    .create = tcls_create,
+    .free = tcls_free,
+    .loss = tcls_loss,
+    .forward = tcls_forward,
+};
