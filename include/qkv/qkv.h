@@ -21,6 +21,12 @@
 #include "qkv/init.h"
 #include "qkv/rnn.h"
 #include "qkv/embmean.h"
+#include "qkv/nn.h"
+#include "qkv/model.h"
+#include "qkv/viz.h"
+#include "qkv/glove.h"
+#include "qkv/hf.h"
+#include "qkv/transformer_classifier.h"
 
 #define QKV_VERSION "0.1.0"
 

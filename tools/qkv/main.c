@@ -7,11 +7,17 @@
 #include "qkv/qkv.h"
 
 static const cli_command *const commands[] = {
+    &cmd_train_main,
+    &cmd_eval,
+    &cmd_predict,
+    &cmd_config,
     &cmd_demo,
     &cmd_tokenize,
     &cmd_bleu,
     &cmd_rouge,
     &cmd_bench,
+    &cmd_embed,
+    &cmd_attend,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
