@@ -27,6 +27,9 @@
 #include "qkv/glove.h"
 #include "qkv/hf.h"
 #include "qkv/transformer_classifier.h"
+#include "qkv/train.h"
+#include "qkv/config.h"
+#include "qkv/plot.h"
 
 #define QKV_VERSION "0.1.0"
 

@@ -11,8 +11,8 @@ extern const qkv_model_type qkv_model_embmean;
 extern const qkv_model_type qkv_model_transformer_classifier;
 extern const qkv_model_type qkv_model_gpt;
 extern const qkv_model_type qkv_model_rnnlm;
-/* extern const qkv_model_type qkv_model_lstm_seq2seq; */
-/* extern const qkv_model_type qkv_model_transformer_seq2seq; */
+extern const qkv_model_type qkv_model_lstm_seq2seq;
+extern const qkv_model_type qkv_model_transformer_seq2seq;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -20,8 +20,8 @@ static const qkv_model_type *const types[] = {
     &qkv_model_transformer_classifier,
     &qkv_model_gpt,
     &qkv_model_rnnlm,
-    /* &qkv_model_lstm_seq2seq, */
-    /* &qkv_model_transformer_seq2seq, */
+    &qkv_model_lstm_seq2seq,
+    &qkv_model_transformer_seq2seq,
 };
 
 int qkv_model_type_count(void) {

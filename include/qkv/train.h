@@ -1,0 +1,96 @@
+/* The training engine: a run (model + data + optimiser + schedule in a run directory), its training loop, its
+ * evaluator and its predictor. Modelled on Trax's TrainTask / EvalTask / Loop; docs/training.md is the guide.
+ *
+ * A run directory holds:
+ *     config.json               the complete resolved config (qkv_config_resolve)
+ *     log.jsonl                 one JSON object per log step ("kind":"train"), per eval ("kind":"eval"), per
+ *                               skipped non-finite step ("kind":"nonfinite") and per resume ("kind":"resume")
+ *     ckpt-<step>.safetensors   the last train.keep_checkpoints checkpoints (weights, optimiser, training state)
+ *     best.safetensors          the checkpoint with the best dev metric so far
+ *     vocab.txt / labels.txt / vocab.json + merges.txt   tokenizer files, as the task needs
+ *     plot.svg                  train and dev loss (and the dev metric) against steps, rewritten at each eval
+ *
+ * Determinism: a run is a pure function of its config (seed included) and the thread count. Resuming from a
+ * checkpoint continues bit-identically: the checkpoint holds the weights, the optimiser's moments, the dropout
+ * generator, the data position (epoch, batch) and the loop's own state (best metric, patience, running log sums).
+ *
+ * Ownership: a qkv_run owns everything it creates; qkv_run_free releases it. JSON results are new cJSON trees the
+ * caller frees with cJSON_Delete. */
+#ifndef QKV_TRAIN_H
+#define QKV_TRAIN_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "qkv/checkpoint.h"
+#include "qkv/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON;
+
+typedef struct qkv_run qkv_run;
+
+/* The loop's state between steps, saved in checkpoints (metadata "qkv.loop") so a resumed run logs and stops
+ * exactly as an uninterrupted one would. */
+typedef struct qkv_loop_state {
+    double best;           /* best dev metric so far (NaN before the first eval) */
+    long best_step;        /* step of best (-1 none) */
+    long bad_evals;        /* evals since the last improvement (early stopping) */
+    double acc_loss;       /* sum of train losses since the last log record */
+    long acc_steps;        /* steps in that sum */
+    long nonfinite_skips;  /* steps skipped for a non-finite loss or gradient, in a row */
+} qkv_loop_state;
+
+/* Prepare a run for training. cfg is a resolved config (qkv_config_resolve; copied). fresh (resume false): run_dir
+ * is created if needed and must not hold checkpoints yet; tokenizer files are built from data.train and saved
+ * there. resume: the tokenizer files are loaded from run_dir, and the newest ckpt-<step>.safetensors restores the
+ * model, optimiser and training state (an error if there is none). Either way config.json is (re)written. */
+qkv_run *qkv_run_new(const char *run_dir, const struct cJSON *cfg, bool resume);
+
+/* Open a run for evaluation or prediction: config.json, tokenizer files and a checkpoint (NULL: best.safetensors,
+ * else the newest ckpt-<step>.safetensors). Training data is not read. */
+qkv_run *qkv_run_open(const char *run_dir, const char *checkpoint);
+void qkv_run_free(qkv_run *r);
+
+const qkv_model_type *qkv_run_model_type(const qkv_run *r);
+const struct cJSON *qkv_run_config(const qkv_run *r);
+long qkv_run_step(const qkv_run *r);
+
+/* What the CLI sees of training. Every callback is optional. */
+typedef struct qkv_train_hooks {
+    void *user;
+    /* After every step: steps done, total steps, that step's loss, learning rate, real tokens in the batch. */
+    void (*on_step)(void *user, long step, long total, double loss, double lr, double tokens);
+    /* Each record written to log.jsonl (one line of JSON, no newline). */
+    void (*on_record)(void *user, const char *json);
+    /* Polled after every step: non-zero asks the loop to save a checkpoint and return (SIGINT / SIGTERM). */
+    volatile sig_atomic_t *stop;
+} qkv_train_hooks;
+
+typedef enum qkv_train_outcome {
+    QKV_TRAIN_FINISHED = 0, /* train.steps reached */
+    QKV_TRAIN_EARLY_STOP,   /* eval.patience evals without improvement */
+    QKV_TRAIN_STOPPED,      /* hooks->stop was set; a checkpoint was saved */
+} qkv_train_outcome;
+
+/* Train until train.steps (counting steps already done when resumed), early stopping or a stop request. Errors
+ * (QKV_ERR_NUMERIC after train.max_nan_skips non-finite steps in a row, i/o failures) are returned with a message;
+ * a checkpoint is not written for a failed step. */
+qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_outcome *outcome);
+
+/* Metrics on "dev" / "test" (the config's data paths) or on any file in the task's format (file non-NULL).
+ * classify: loss, accuracy, macro_f1, confusion ([gold][pred]), labels, examples; lm: loss, perplexity,
+ * bits_per_token (and bits_per_char), tokens; seq2seq: loss, perplexity, tokens. */
+struct cJSON *qkv_run_eval(qkv_run *r, const char *split, const char *file);
+
+/* One input text. classify: {"label", "prob", "probs": {label: p}}; lm: {"loss", "perplexity", "tokens"}.
+ * seq2seq: QKV_ERR_UNSUPPORTED (use a decoder, e.g. qkv translate). */
+struct cJSON *qkv_run_predict(qkv_run *r, const char *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

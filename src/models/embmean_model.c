@@ -1,0 +1,60 @@
+/* The embedding-mean classifier (embmean.h) as a model type the training engine can drive. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "qkv/embmean.h"
+#include "qkv/error.h"
+#include "qkv/model.h"
+#include "qkv/ops.h"
+
+struct qkv_model {
+    qkv_embmean m;
+};
+
+static qkv_model *create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    const cJSON *dim = cJSON_GetObjectItemCaseSensitive(cfg, "dim");
+    double d = cJSON_IsNumber(dim) ? dim->valuedouble : 64;
+    if (!(d >= 1 && d <= 65536 && d == floor(d))) {
+        qkv_error_set(QKV_ERR_RANGE, "model.dim: expected an integer in [1, 65536], got %g", d);
+        return NULL;
+    }
+    if (info->n_classes < 2) {
+        qkv_error_set(QKV_ERR_INVALID, "embmean: the training data has %lld label(s); a classifier needs >= 2",
+                      (long long)info->n_classes);
+        return NULL;
+    }
+    qkv_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (qkv_embmean_init(&m->m, params, info->vocab_size, (int64_t)d, info->n_classes, rng) != QKV_OK) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void destroy(qkv_model *m) { free(m); }
+
+static qkv_tensor *forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
+    if (maps) maps->n_layers = 0;
+    return qkv_embmean_forward(ctx, &m->m, b->ids, b->mask);
+}
+
+/* Cross-entropy of log-probabilities: log_softmax leaves them unchanged, so this is their negative mean. */
+static qkv_tensor *loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    return qkv_cross_entropy(ctx, forward(ctx, m, b, NULL), b->labels, NULL);
+}
+
+const qkv_model_type qkv_model_embmean = {
+    .name = "embmean",
+    .task = "classify",
+    .summary = "embedding mean -> dense -> log-softmax (the Trax sentiment baseline)",
+    .default_config = "{\"dim\": 64}",
+    .create = create,
+    .free = destroy,
+    .loss = loss,
+    .forward = forward,
+};

@@ -1,0 +1,139 @@
+/* BLEU during seq2seq evals: greedy decoding through the model's teacher-forcing forward, then corpus BLEU. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/config.h"
+#include "qkv/metrics.h"
+#include "train_internal.h"
+
+/* Tokens of ids joined by spaces, stopping at </s> (malloc'd). */
+static char *detokenize(const qkv_vocab *v, const int32_t *ids, int64_t n, int32_t eos) {
+    size_t cap = 64, len = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    out[0] = '\0';
+    for (int64_t i = 0; i < n && ids[i] != eos; i++) {
+        size_t tl = 0;
+        const char *tok = qkv_vocab_token(v, ids[i], &tl);
+        if (!tok) continue;
+        if (len + tl + 2 > cap) {
+            while (len + tl + 2 > cap) cap *= 2;
+            char *bigger = realloc(out, cap);
+            if (!bigger) {
+                free(out);
+                return NULL;
+            }
+            out = bigger;
+        }
+        if (len) out[len++] = ' ';
+        memcpy(out + len, tok, tl);
+        len += tl;
+        out[len] = '\0';
+    }
+    return out;
+}
+
+/* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>). */
+static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap, int32_t *hyp) {
+    const task *t = &r->task;
+    int64_t S = 1;
+    for (int64_t i = 0; i < B; i++)
+        if (s->ex[idx[i]].n > S) S = s->ex[idx[i]].n;
+    char *done = calloc((size_t)B, 1);
+    if (!done) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < B * cap; i++) hyp[i] = t->tgt_pad;
+    qkv_status st = QKV_OK;
+    int64_t n_done = 0;
+    for (int64_t T = 1; T <= cap && n_done < B && st == QKV_OK; T++) {
+        qkv_ctx_reset(r->ctx);
+        qkv_batch b = {0};
+        b.src_ids = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, S));
+        b.src_mask = qkv_ctx_zeros(r->ctx, QKV_F32, QKV_DIMS(B, S));
+        b.ids = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, T));
+        b.targets = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, T));
+        b.mask = qkv_ctx_tensor(r->ctx, QKV_F32, QKV_DIMS(B, T));
+        if (!b.src_ids || !b.src_mask || !b.ids || !b.targets || !b.mask) {
+            st = qkv_last_status();
+            break;
+        }
+        for (int64_t i = 0; i < B; i++) {
+            const example *e = &s->ex[idx[i]];
+            for (int64_t j = 0; j < S; j++) {
+                qkv_i32(b.src_ids)[i * S + j] = j < e->n ? s->pool[e->off + j] : t->pad;
+                qkv_f32(b.src_mask)[i * S + j] = j < e->n;
+            }
+            for (int64_t j = 0; j < T; j++) {
+                qkv_i32(b.ids)[i * T + j] = j == 0 ? t->tgt_bos : hyp[i * cap + j - 1];
+                qkv_i32(b.targets)[i * T + j] = t->tgt_pad;
+                qkv_f32(b.mask)[i * T + j] = 1.0f;
+            }
+        }
+        b.n_tokens = B * T;
+        qkv_tensor *logits = r->type->forward(r->ctx, r->model, &b, NULL);
+        if (!logits) {
+            st = qkv_last_status();
+            break;
+        }
+        int64_t V = logits->shape[2];
+        for (int64_t i = 0; i < B; i++) {
+            if (done[i]) continue;
+            const float *row = qkv_f32(logits) + (i * T + T - 1) * V;
+            int32_t best = 0;
+            for (int64_t v = 1; v < V; v++)
+                if (row[v] > row[best]) best = (int32_t)v;
+            hyp[i * cap + T - 1] = best;
+            if (best == t->tgt_eos) {
+                done[i] = 1;
+                n_done++;
+            }
+        }
+    }
+    free(done);
+    return st;
+}
+
+qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu) {
+    const task *t = &r->task;
+    const qkv_vocab *tv = t->tgt_vocab ? t->tgt_vocab : t->vocab;
+    if (t->kind != TASK_SEQ2SEQ || !tv) return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU needs seq2seq data");
+    int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;
+    int64_t bs = qkv_config_int(r->cfg, "eval.batch_size", 64), cap = t->max_len + 1;
+    char **hyps = calloc((size_t)n, sizeof *hyps), **refs = calloc((size_t)n, sizeof *refs);
+    int32_t *hyp = malloc(sizeof *hyp * (size_t)(bs * cap));
+    int64_t *idx = malloc(sizeof *idx * (size_t)bs);
+    qkv_status st = hyps && refs && hyp && idx ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
+    for (int64_t start = 0; st == QKV_OK && start < n; start += bs) {
+        int64_t B = n - start < bs ? n - start : bs;
+        for (int64_t i = 0; i < B; i++) idx[i] = start + i;
+        st = decode_batch(r, s, idx, B, cap, hyp);
+        for (int64_t i = 0; st == QKV_OK && i < B; i++) {
+            const example *e = &s->ex[start + i];
+            hyps[start + i] = detokenize(tv, hyp + i * cap, cap, t->tgt_eos);
+            refs[start + i] = detokenize(tv, s->pool + e->toff + 1, e->tn - 1, t->tgt_eos); /* skip <s> */
+            if (!hyps[start + i] || !refs[start + i]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        }
+    }
+    qkv_ctx_set_grad(r->ctx, g);
+    qkv_ctx_set_training(r->ctx, tr);
+    qkv_ctx_reset(r->ctx);
+    if (st == QKV_OK) {
+        qkv_bleu_opts o = qkv_bleu_default_opts();
+        o.tokenizer = QKV_BLEU_TOK_NONE; /* both sides are already the tokenizer's words */
+        const char **streams[1] = {(const char **)refs};
+        qkv_bleu_result res;
+        st = qkv_bleu_corpus((const char *const *)hyps, (size_t)n, streams, 1, &o, &res);
+        if (st == QKV_OK) *bleu = res.score;
+    }
+    for (int64_t i = 0; hyps && refs && i < n; i++) {
+        free(hyps[i]);
+        free(refs[i]);
+    }
+    free(hyps);
+    free(refs);
+    free(hyp);
+    free(idx);
+    return st;
+}

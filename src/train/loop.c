@@ -1,0 +1,445 @@
+/* The training loop: steps (optimiser + schedule + clipping), non-finite checks, periodic logs, evals on dev with
+ * best-checkpoint tracking and early stopping, checkpoints with rotation, the run's log and plot. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qkv/config.h"
+#include "qkv/plot.h"
+#include "train_internal.h"
+
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void path_of(char *out, size_t size, const char *dir, const char *name) {
+    snprintf(out, size, "%s/%s", dir, name);
+}
+
+/* ---- curves for the plot --------------------------------------------------------------------------------------- */
+
+typedef struct curve {
+    double *x, *y;
+    size_t n, cap;
+} curve;
+
+typedef struct curves {
+    curve train, dev, metric;
+    char metric_name[32];
+} curves;
+
+static void curve_add(curve *c, double x, double y) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        double *nx = realloc(c->x, sizeof *nx * cap), *ny = nx ? realloc(c->y, sizeof *ny * cap) : NULL;
+        if (nx) c->x = nx;
+        if (!nx || !ny) return; /* a plot with a point missing is better than no training */
+        c->y = ny;
+        c->cap = cap;
+    }
+    c->x[c->n] = x;
+    c->y[c->n++] = y;
+}
+
+static void curves_free(curves *c) {
+    curve *all[] = {&c->train, &c->dev, &c->metric};
+    for (int i = 0; i < 3; i++) {
+        free(all[i]->x);
+        free(all[i]->y);
+    }
+}
+
+static void curves_note(curves *c, const cJSON *rec) {
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(rec, "kind"));
+    double step = cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "step"));
+    if (!kind) return;
+    if (!strcmp(kind, "train")) curve_add(&c->train, step, cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "loss")));
+    if (!strcmp(kind, "eval")) {
+        curve_add(&c->dev, step, cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "loss")));
+        if (strcmp(c->metric_name, "loss"))
+            curve_add(&c->metric, step, cJSON_GetNumberValue(cJSON_GetObjectItem(rec, c->metric_name)));
+    }
+}
+
+static qkv_status curves_plot(const curves *c, const char *dir) {
+    char path[4096];
+    path_of(path, sizeof path, dir, "plot.svg");
+    qkv_plot_series loss[2] = {{.label = "train loss", .x = c->train.x, .y = c->train.y, .n = c->train.n},
+                               {.label = "dev loss", .x = c->dev.x, .y = c->dev.y, .n = c->dev.n}};
+    char title[64];
+    snprintf(title, sizeof title, "dev %s", c->metric_name);
+    qkv_plot_series metric = {.label = title, .x = c->metric.x, .y = c->metric.y, .n = c->metric.n,
+                              .color = "#2ca02c"};
+    qkv_plot_panel panels[2] = {
+        {.title = "loss", .xlabel = "step", .ylabel = "loss", .series = loss, .n_series = 2},
+        {.title = title, .xlabel = "step", .ylabel = c->metric_name, .series = &metric, .n_series = 1},
+    };
+    return qkv_plot_write(path, panels, strcmp(c->metric_name, "loss") ? 2 : 1, 480, 320);
+}
+
+/* ---- the log ------------------------------------------------------------------------------------------------ */
+
+/* Keeps the records of steps <= step (a resumed run redoes the later ones) and feeds them to the curves. */
+static qkv_status log_restore(const char *dir, long step, curves *c) {
+    char path[4096], tmp[4200];
+    path_of(path, sizeof path, dir, "log.jsonl");
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *in = fopen(path, "r");
+    if (!in) return QKV_OK; /* no log yet */
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        cJSON *rec = cJSON_Parse(line);
+        if (rec && cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "step")) <= (double)step) {
+            fputs(line, out);
+            curves_note(c, rec);
+        }
+        cJSON_Delete(rec);
+    }
+    free(line);
+    fclose(in);
+    if (fclose(out) || rename(tmp, path)) {
+        unlink(tmp);
+        return qkv_error_set(QKV_ERR_IO, "%s: cannot rewrite the log", path);
+    }
+    return QKV_OK;
+}
+
+typedef struct loop_ctx {
+    qkv_run *r;
+    const qkv_train_hooks *hooks;
+    FILE *log;
+    curves curves;
+    const char *metric;
+    bool maximise;
+    double t0;
+} loop_ctx;
+
+/* Writes a record (and frees it). Timing fields go last so tools can strip them to compare runs. */
+static qkv_status emit(loop_ctx *L, cJSON *rec) {
+    char *s = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    if (!s) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    bool bad = fprintf(L->log, "%s\n", s) < 0 || fflush(L->log) != 0;
+    if (L->hooks && L->hooks->on_record) L->hooks->on_record(L->hooks->user, s);
+    cJSON_free(s);
+    return bad ? qkv_error_set(QKV_ERR_IO, "%s/log.jsonl: write error", L->r->dir) : QKV_OK;
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------------------------- */
+
+static qkv_status save(loop_ctx *L, const char *name) {
+    qkv_run *r = L->r;
+    char path[4096], best[32], acc[32], loop[512];
+    path_of(path, sizeof path, r->dir, name);
+    r->state.rng = *qkv_ctx_rng(r->ctx);
+    snprintf(best, sizeof best, "%.17g", r->loop.best);
+    snprintf(acc, sizeof acc, "%.17g", r->loop.acc_loss);
+    snprintf(loop, sizeof loop,
+             "{\"best\":\"%s\",\"best_step\":%ld,\"bad_evals\":%ld,\"acc_loss\":\"%s\",\"acc_steps\":%ld,"
+             "\"nonfinite_skips\":%ld}",
+             best, r->loop.best_step, r->loop.bad_evals, acc, r->loop.acc_steps, r->loop.nonfinite_skips);
+    const char *keys[] = {"qkv.loop"}, *values[] = {loop};
+    return qkv_checkpoint_save_ex(path, r->params, r->opt, &r->state, r->cfg_text, 1, keys, values);
+}
+
+/* Deletes all but the newest `keep` ckpt-<step> files. */
+static void prune(const char *dir, long keep) {
+    for (;;) {
+        DIR *d = opendir(dir);
+        if (!d) return;
+        long oldest = -1, count = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char tail[32];
+            long step;
+            if (sscanf(e->d_name, "ckpt-%ld%31s", &step, tail) == 2 && !strcmp(tail, ".safetensors")) {
+                count++;
+                if (oldest < 0 || step < oldest) oldest = step;
+            }
+        }
+        closedir(d);
+        if (count <= keep) return;
+        char name[64], path[4096];
+        snprintf(name, sizeof name, "ckpt-%ld.safetensors", oldest);
+        path_of(path, sizeof path, dir, name);
+        if (unlink(path)) return;
+    }
+}
+
+static qkv_status checkpoint(loop_ctx *L) {
+    char name[64];
+    snprintf(name, sizeof name, "ckpt-%ld.safetensors", L->r->state.step);
+    qkv_status st = save(L, name);
+    if (st == QKV_OK) prune(L->r->dir, qkv_config_int(L->r->cfg, "train.keep_checkpoints", 3));
+    return st;
+}
+
+/* ---- one eval on dev ------------------------------------------------------------------------------------------ */
+
+static qkv_status eval_dev(loop_ctx *L, bool *stop) {
+    qkv_run *r = L->r;
+    cJSON *m = run_evaluate(r, &r->dev, qkv_config_int(r->cfg, "eval.max_batches", 0));
+    if (!m) return qkv_last_status();
+    double v = cJSON_GetNumberValue(cJSON_GetObjectItem(m, L->metric));
+    bool better = isnan(r->loop.best) || (L->maximise ? v > r->loop.best : v < r->loop.best);
+    if (better) {
+        r->loop.best = v;
+        r->loop.best_step = r->state.step;
+        r->loop.bad_evals = 0;
+    } else {
+        r->loop.bad_evals++;
+    }
+    long patience = (long)qkv_config_int(r->cfg, "eval.patience", 0);
+    *stop = patience > 0 && r->loop.bad_evals >= patience;
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "kind", "eval");
+    cJSON_AddStringToObject(rec, "split", "dev");
+    cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+    for (cJSON *it = m->child; it; it = it->next)
+        cJSON_AddItemToObject(rec, it->string, cJSON_Duplicate(it, true));
+    cJSON_AddStringToObject(rec, "metric", L->metric);
+    cJSON_AddBoolToObject(rec, "best", better);
+    cJSON_AddNumberToObject(rec, "best_step", (double)r->loop.best_step);
+    if (*stop) cJSON_AddBoolToObject(rec, "early_stop", true);
+    cJSON_Delete(m);
+    curves_note(&L->curves, rec);
+    qkv_status st = emit(L, rec);
+    if (st == QKV_OK && better) st = save(L, "best.safetensors");
+    if (st == QKV_OK) st = curves_plot(&L->curves, r->dir);
+    return st;
+}
+
+/* ---- non-finite checks ------------------------------------------------------------------------------------------ */
+
+/* The first parameter whose gradient holds NaN/inf (NULL when all are finite), and the gradients' global norm. */
+static const char *grad_check(qkv_params *p, double *norm) {
+    double sq = 0;
+    const char *bad = NULL;
+    for (int i = 0; i < qkv_params_count(p); i++) {
+        qkv_tensor *t = qkv_params_at(p, i);
+        if (!t->grad) continue;
+        const float *g = qkv_f32(t->grad);
+        int64_t n = qkv_numel(t->grad);
+        for (int64_t k = 0; k < n; k++) {
+            if (!isfinite(g[k]) && !bad) bad = t->name;
+            sq += (double)g[k] * g[k];
+        }
+    }
+    *norm = sqrt(sq);
+    return bad;
+}
+
+/* The first parameter holding NaN/inf values (what made a loss non-finite, when the weights blew up). */
+static const char *weight_check(qkv_params *p) {
+    for (int i = 0; i < qkv_params_count(p); i++) {
+        qkv_tensor *t = qkv_params_at(p, i);
+        const float *w = qkv_f32(t);
+        for (int64_t k = 0, n = qkv_numel(t); t->dtype == QKV_F32 && k < n; k++)
+            if (!isfinite(w[k])) return t->name;
+    }
+    return NULL;
+}
+
+/* param: the parameter with a non-finite gradient, or NULL when the loss itself is not finite. */
+static qkv_status nonfinite(loop_ctx *L, double loss, const char *param) {
+    qkv_run *r = L->r;
+    const char *weight = param ? NULL : weight_check(r->params);
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "kind", "nonfinite");
+    cJSON_AddNumberToObject(rec, "step", (double)r->state.step + 1);
+    cJSON_AddStringToObject(rec, "what", param ? "gradient" : "loss");
+    if (param) cJSON_AddStringToObject(rec, "param", param);
+    if (weight) cJSON_AddStringToObject(rec, "nonfinite_weight", weight);
+    cJSON_AddStringToObject(rec, "loss", isnan(loss) ? "nan" : isfinite(loss) ? "finite" : "inf");
+    cJSON_AddBoolToObject(rec, "applied", false);
+    qkv_status st = emit(L, rec);
+    r->loop.nonfinite_skips++;
+    long max = (long)qkv_config_int(r->cfg, "train.max_nan_skips", 10);
+    if (st == QKV_OK && r->loop.nonfinite_skips > max)
+        st = qkv_error_set(QKV_ERR_NUMERIC,
+                           "step %ld: non-finite %s%s%s%s%s, %ld steps in a row (train.max_nan_skips = %ld); stopping",
+                           r->state.step + 1, param ? "gradient of " : "loss", param ? param : "",
+                           weight ? " (non-finite values in " : "", weight ? weight : "", weight ? ")" : "",
+                           r->loop.nonfinite_skips, max);
+    return st;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------------------------- */
+
+static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
+    qkv_run *r = L->r;
+    int64_t bs = qkv_config_int(r->cfg, "train.batch_size", 32);
+    bool shuffle = qkv_config_bool(r->cfg, "data.shuffle", true), bucket = qkv_config_bool(r->cfg, "data.bucket", true);
+    for (int tries = 0; tries < 2; tries++) {
+        if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
+            qkv_status st = batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
+                                             r->state.data_epoch);
+            if (st) return st;
+            r->plan_valid = true;
+            r->plan_epoch = r->state.data_epoch;
+        }
+        if ((int64_t)r->state.data_pos < r->plan.n_batches) {
+            int64_t b = (int64_t)r->state.data_pos;
+            *idx = r->plan.order + r->plan.starts[b];
+            *count = r->plan.starts[b + 1] - r->plan.starts[b];
+            return QKV_OK;
+        }
+        r->state.data_epoch++;
+        r->state.data_pos = 0;
+    }
+    return qkv_error_set(QKV_ERR_INVALID, "the training data has no batches");
+}
+
+static void pick_metric(loop_ctx *L) {
+    const char *m = qkv_config_str(L->r->cfg, "eval.metric", "auto");
+    if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY ? "accuracy" : "loss";
+    const char *mode = qkv_config_str(L->r->cfg, "eval.mode", "auto");
+    L->metric = m;
+    L->maximise = !strcmp(mode, "max") ||
+                  (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu")));
+    snprintf(L->curves.metric_name, sizeof L->curves.metric_name, "%s", m);
+}
+
+qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_outcome *outcome) {
+    if (!r->have_train || !r->opt) return qkv_error_set(QKV_ERR_INVALID, "this run was not opened for training");
+    loop_ctx L = {.r = r, .hooks = hooks, .t0 = now()};
+    pick_metric(&L);
+    if (r->have_dev && r->task.kind == TASK_CLASSIFY && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
+        strcmp(L.metric, "macro_f1"))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is not a classify metric", L.metric);
+    if (r->have_dev && r->task.kind != TASK_CLASSIFY &&
+        (!strcmp(L.metric, "accuracy") || !strcmp(L.metric, "macro_f1")))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is only for classify tasks", L.metric);
+    if (r->have_dev && !strcmp(L.metric, "bleu") &&
+        (r->task.kind != TASK_SEQ2SEQ || !qkv_config_bool(r->cfg, "eval.bleu", false)))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bleu' needs a seq2seq task and eval.bleu = true");
+    if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
+    qkv_status st = log_restore(r->dir, r->state.step, &L.curves);
+    char path[4096];
+    path_of(path, sizeof path, r->dir, "log.jsonl");
+    if (st == QKV_OK && !(L.log = fopen(path, "a")))
+        st = qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (st == QKV_OK && r->state.step > 0) {
+        cJSON *rec = cJSON_CreateObject();
+        cJSON_AddStringToObject(rec, "kind", "resume");
+        cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+        st = emit(&L, rec);
+    }
+    long total = (long)qkv_config_int(r->cfg, "train.steps", 1);
+    long log_every = (long)qkv_config_int(r->cfg, "train.log_every", 10);
+    long ckpt_every = (long)qkv_config_int(r->cfg, "train.checkpoint_every", 100);
+    long eval_every = (long)qkv_config_int(r->cfg, "eval.every", 100);
+    double clip_norm = qkv_config_num(r->cfg, "train.clip_norm", 0);
+    double clip_value = qkv_config_num(r->cfg, "train.clip_value", 0);
+    qkv_train_outcome out = QKV_TRAIN_FINISHED;
+    double tokens = 0, grad_norm = 0, t_log = now();
+    bool saved = false;
+    while (st == QKV_OK && r->state.step < total) {
+        if (hooks && hooks->stop && *hooks->stop) {
+            out = QKV_TRAIN_STOPPED;
+            break;
+        }
+        const int64_t *idx = NULL;
+        int64_t count = 0, real = 0;
+        st = next_batch(&L, &idx, &count);
+        if (st) break;
+        qkv_ctx_reset(r->ctx);
+        qkv_ctx_set_training(r->ctx, true);
+        qkv_ctx_set_grad(r->ctx, true);
+        qkv_batch b;
+        st = batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
+        qkv_tensor *loss_t = st == QKV_OK ? r->type->loss(r->ctx, r->model, &b) : NULL;
+        if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
+            st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
+                               r->state.step + 1, train_last_error());
+            break;
+        }
+        r->state.data_pos++;
+        double loss = qkv_f32(loss_t)[0];
+        const char *bad = grad_check(r->params, &grad_norm);
+        double lr = qkv_schedule_lr(&r->sched, r->state.step);
+        if (!isfinite(loss) || bad) {
+            st = nonfinite(&L, loss, isfinite(loss) ? bad : NULL);
+            qkv_optim_zero_grad(r->opt);
+        } else {
+            if (clip_value > 0) qkv_clip_grad_value(r->params, (float)clip_value);
+            if (clip_norm > 0) qkv_clip_grad_norm(r->params, (float)clip_norm);
+            qkv_optim_set_lr(r->opt, (float)lr);
+            st = qkv_optim_step(r->opt);
+            qkv_optim_zero_grad(r->opt);
+            r->loop.nonfinite_skips = 0;
+            r->loop.acc_loss += loss;
+            r->loop.acc_steps++;
+        }
+        if (st) break;
+        r->state.step++;
+        saved = false;
+        tokens += (double)real;
+        if (hooks && hooks->on_step) hooks->on_step(hooks->user, r->state.step, total, loss, lr, (double)real);
+        /* Logs and evals keep their cadence even at the last step, so a run that is later extended with --resume
+         * logs exactly what one run of the full length would have. The "end" record marks where a run stopped. */
+        if (r->state.step % log_every == 0) {
+            double t = now();
+            cJSON *rec = cJSON_CreateObject();
+            cJSON_AddStringToObject(rec, "kind", "train");
+            cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+            cJSON_AddNumberToObject(rec, "epoch", (double)r->state.data_epoch);
+            cJSON_AddNumberToObject(rec, "loss", r->loop.acc_steps ? r->loop.acc_loss / (double)r->loop.acc_steps
+                                                                   : NAN);
+            cJSON_AddNumberToObject(rec, "lr", lr);
+            cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
+            cJSON_AddNumberToObject(rec, "tok_per_s", t > t_log ? tokens / (t - t_log) : 0);
+            cJSON_AddNumberToObject(rec, "elapsed", t - L.t0);
+            curves_note(&L.curves, rec);
+            st = emit(&L, rec);
+            r->loop.acc_loss = 0;
+            r->loop.acc_steps = 0;
+            tokens = 0;
+            t_log = t;
+        }
+        bool stop = false;
+        if (st == QKV_OK && r->have_dev && eval_every > 0 && r->state.step % eval_every == 0)
+            st = eval_dev(&L, &stop);
+        if (st == QKV_OK && ((ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop)) {
+            st = checkpoint(&L);
+            saved = true;
+        }
+        if (stop) out = QKV_TRAIN_EARLY_STOP;
+        if (stop) break;
+    }
+    if (st == QKV_OK && out == QKV_TRAIN_STOPPED && !saved) st = checkpoint(&L);
+    if (st == QKV_OK) {
+        cJSON *rec = cJSON_CreateObject();
+        cJSON_AddStringToObject(rec, "kind", "end");
+        cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+        cJSON_AddStringToObject(rec, "outcome", out == QKV_TRAIN_FINISHED     ? "finished"
+                                                : out == QKV_TRAIN_EARLY_STOP ? "early_stop"
+                                                                              : "stopped");
+        cJSON_AddNumberToObject(rec, "best_step", (double)r->loop.best_step);
+        if (r->loop.best_step >= 0) cJSON_AddNumberToObject(rec, "best", r->loop.best);
+        cJSON_AddNumberToObject(rec, "elapsed", now() - L.t0);
+        st = emit(&L, rec);
+    }
+    if (st == QKV_OK && !r->have_dev && L.curves.train.n) st = curves_plot(&L.curves, r->dir);
+    if (L.log) fclose(L.log);
+    curves_free(&L.curves);
+    if (outcome) *outcome = out;
+    return st;
+}

@@ -1,0 +1,435 @@
+/* A run: its directory, config, task data, model, optimiser and schedule; opening one for evaluation; the
+ * evaluator and the predictor. The training loop itself is in loop.c. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "qkv/config.h"
+#include "qkv/metrics.h"
+#include "qkv/safetensors.h"
+#include "train_internal.h"
+
+
+const char *train_last_error(void) {
+    static _Thread_local char buf[1024];
+    snprintf(buf, sizeof buf, "%s", qkv_last_error());
+    return buf;
+}
+
+static char *path_in(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    else qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+long run_newest_checkpoint(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    long best = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char tail[32];
+        long step;
+        if (sscanf(e->d_name, "ckpt-%ld%31s", &step, tail) == 2 && !strcmp(tail, ".safetensors") && step > best)
+            best = step;
+    }
+    closedir(d);
+    return best;
+}
+
+static qkv_status write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    bool bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
+    if (fclose(f) || bad) return qkv_error_set(QKV_ERR_IO, "%s: write error", path);
+    return QKV_OK;
+}
+
+static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
+    qkv_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    r->dir = strdup(dir);
+    r->cfg = cJSON_Duplicate(cfg, true);
+    r->cfg_text = r->cfg ? cJSON_PrintUnformatted(r->cfg) : NULL;
+    r->loop.best = NAN;
+    r->loop.best_step = -1;
+    if (!r->dir || !r->cfg || !r->cfg_text) {
+        qkv_run_free(r);
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return r;
+}
+
+/* Model, parameters and context. Seeds: the model's initialisation draws from Philox(seed), dropout from
+ * Philox(seed + 1), data order from Philox(seed + 2), so changing one never shifts the others. */
+static qkv_status build_model(qkv_run *r) {
+    uint64_t seed = (uint64_t)qkv_config_int(r->cfg, "seed", 1);
+    qkv_task_info info;
+    task_info(&r->task, &info);
+    qkv_rng init;
+    qkv_rng_init(&init, seed);
+    r->params = qkv_params_new();
+    r->ctx = qkv_ctx_new();
+    if (!r->params || !r->ctx) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    r->model = r->type->create(qkv_config_get(r->cfg, "model"), &info, r->params, &init);
+    if (!r->model) return qkv_last_status();
+    qkv_rng_init(qkv_ctx_rng(r->ctx), seed + 1);
+    r->state.rng = *qkv_ctx_rng(r->ctx);
+    r->data_seed = seed + 2;
+    return QKV_OK;
+}
+
+static qkv_status build_optimiser(qkv_run *r) {
+    const cJSON *c = r->cfg;
+    qkv_optim_kind kind;
+    if (!qkv_optim_kind_parse(qkv_config_str(c, "train.optimizer.name", "adam"), &kind))
+        return qkv_error_set(QKV_ERR_INVALID, "train.optimizer.name: unknown optimiser");
+    qkv_optim_config o = qkv_optim_defaults(kind);
+    o.lr = (float)qkv_config_num(c, "train.optimizer.lr", o.lr);
+    o.weight_decay = (float)qkv_config_num(c, "train.optimizer.weight_decay", o.weight_decay);
+    o.decay_exclude_1d = qkv_config_bool(c, "train.optimizer.decay_exclude_1d", true);
+    o.momentum = (float)qkv_config_num(c, "train.optimizer.momentum", o.momentum);
+    o.dampening = (float)qkv_config_num(c, "train.optimizer.dampening", o.dampening);
+    o.nesterov = qkv_config_bool(c, "train.optimizer.nesterov", false);
+    o.beta1 = (float)qkv_config_num(c, "train.optimizer.beta1", o.beta1);
+    o.beta2 = (float)qkv_config_num(c, "train.optimizer.beta2", o.beta2);
+    o.eps = (float)qkv_config_num(c, "train.optimizer.eps", o.eps);
+    o.rho = (float)qkv_config_num(c, "train.optimizer.rho", o.rho);
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+        return qkv_error_set(QKV_ERR_INVALID, "train.optimizer.nesterov: needs momentum > 0 and dampening 0");
+    r->opt = qkv_optim_new(r->params, &o);
+    if (!r->opt) return qkv_last_status();
+    double total = qkv_config_num(c, "train.schedule.total_steps", 0);
+    if (total == 0) total = qkv_config_num(c, "train.steps", 1);
+    if (qkv_schedule_parse(&r->sched, qkv_config_str(c, "train.schedule.spec", "constant"),
+                           qkv_config_num(c, "train.optimizer.lr", o.lr),
+                           qkv_config_num(c, "train.schedule.warmup_steps", 0), total,
+                           qkv_config_num(c, "train.schedule.min_ratio", 0),
+                           qkv_config_num(c, "train.schedule.d_model", 0)) != QKV_OK)
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+    return QKV_OK;
+}
+
+static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
+    qkv_st_file *f = qkv_st_open(path);
+    if (!f) return qkv_last_status();
+    const char *text = qkv_st_metadata(f, "qkv.loop");
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    qkv_status st = QKV_OK;
+    if (!j) {
+        st = qkv_error_set(QKV_ERR_FORMAT, "%s: no valid 'qkv.loop' metadata (not a training checkpoint)", path);
+    } else {
+        /* Doubles travel as %.17g strings so they come back bit for bit. */
+        const char *best = cJSON_GetStringValue(cJSON_GetObjectItem(j, "best"));
+        const char *acc = cJSON_GetStringValue(cJSON_GetObjectItem(j, "acc_loss"));
+        loop->best = best ? strtod(best, NULL) : NAN;
+        loop->acc_loss = acc ? strtod(acc, NULL) : 0;
+        loop->best_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "best_step"));
+        loop->bad_evals = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "bad_evals"));
+        loop->acc_steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "acc_steps"));
+        loop->nonfinite_skips = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "nonfinite_skips"));
+        if (!best || !acc) st = qkv_error_set(QKV_ERR_FORMAT, "%s: 'qkv.loop' metadata is incomplete", path);
+    }
+    cJSON_Delete(j);
+    qkv_st_close(f);
+    return st;
+}
+
+qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
+    const qkv_model_type *type;
+    cJSON *resolved = qkv_config_resolve(cfg, &type); /* re-checks a config that did not come from resolve */
+    if (!resolved) return NULL;
+    qkv_run *r = run_alloc(dir, resolved);
+    cJSON_Delete(resolved);
+    if (!r) return NULL;
+    r->type = type;
+    qkv_status st = QKV_OK;
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, strerror(errno));
+    long newest = run_newest_checkpoint(dir);
+    if (st == QKV_OK && !resume && newest >= 0)
+        st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
+                           "directory)", dir);
+    if (st == QKV_OK && resume && newest < 0)
+        st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
+    char *cfg_path = path_in(dir, "config.json");
+    char *pretty = qkv_config_print(r->cfg);
+    if (st == QKV_OK && (!cfg_path || !pretty)) st = qkv_last_status();
+    if (st == QKV_OK) st = write_text(cfg_path, pretty);
+    free(cfg_path);
+    free(pretty);
+    if (st == QKV_OK) st = task_prepare(&r->task, r->cfg, type->task, dir, !resume);
+    if (st == QKV_OK) st = task_load(&r->task, qkv_config_str(r->cfg, "data.train", ""), &r->train);
+    if (st == QKV_OK) r->have_train = true;
+    const char *dev = qkv_config_str(r->cfg, "data.dev", "");
+    if (st == QKV_OK && *dev) {
+        st = task_load(&r->task, dev, &r->dev);
+        r->have_dev = st == QKV_OK;
+    }
+    if (st == QKV_OK) st = build_model(r);
+    if (st == QKV_OK) st = build_optimiser(r);
+    if (st == QKV_OK && resume) {
+        char name[64];
+        snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
+        char *p = path_in(dir, name);
+        if (!p) st = qkv_last_status();
+        if (st == QKV_OK) st = qkv_checkpoint_load(p, r->params, r->opt, &r->state, NULL);
+        if (st == QKV_OK) st = read_loop_state(p, &r->loop);
+        if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
+        free(p);
+    }
+    if (st != QKV_OK) {
+        qkv_run_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
+    char *cfg_path = path_in(dir, "config.json");
+    if (!cfg_path) return NULL;
+    cJSON *cfg = qkv_config_read(cfg_path);
+    free(cfg_path);
+    if (!cfg) return NULL;
+    const qkv_model_type *type;
+    cJSON *resolved = qkv_config_resolve(cfg, &type);
+    cJSON_Delete(cfg);
+    if (!resolved) return NULL;
+    qkv_run *r = run_alloc(dir, resolved);
+    cJSON_Delete(resolved);
+    if (!r) return NULL;
+    r->type = type;
+    qkv_status st = task_prepare(&r->task, r->cfg, type->task, dir, false);
+    if (st == QKV_OK) st = build_model(r);
+    char *ck = NULL;
+    if (st == QKV_OK) {
+        if (checkpoint) {
+            ck = strdup(checkpoint);
+        } else {
+            ck = path_in(dir, "best.safetensors");
+            struct stat sb;
+            if (ck && stat(ck, &sb) != 0) {
+                free(ck);
+                long newest = run_newest_checkpoint(dir);
+                char name[64];
+                snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
+                ck = newest >= 0 ? path_in(dir, name) : NULL;
+                if (newest < 0) st = qkv_error_set(QKV_ERR_IO, "%s: the run has no checkpoint yet", dir);
+            }
+        }
+        if (st == QKV_OK && !ck) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    }
+    if (st == QKV_OK && qkv_checkpoint_load(ck, r->params, NULL, &r->state, NULL) != QKV_OK) {
+        /* Weights without training state (exported, or written by other tools) are fine for scoring. */
+        char first[1024];
+        qkv_status first_st = qkv_last_status();
+        snprintf(first, sizeof first, "%s", qkv_last_error());
+        qkv_st_file *f = qkv_st_open(ck);
+        bool has_state = f && qkv_st_metadata(f, "qkv.step");
+        qkv_st_close(f);
+        if (has_state || qkv_checkpoint_load(ck, r->params, NULL, NULL, NULL) != QKV_OK)
+            st = qkv_error_set(has_state ? first_st : qkv_last_status(), "%s", has_state ? first : train_last_error());
+    }
+    free(ck);
+    if (st != QKV_OK) {
+        qkv_run_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void qkv_run_free(qkv_run *r) {
+    if (!r) return;
+    if (r->model) r->type->free(r->model);
+    qkv_optim_free(r->opt);
+    qkv_params_free(r->params);
+    qkv_ctx_free(r->ctx);
+    task_free(&r->task);
+    split_free(&r->train);
+    split_free(&r->dev);
+    batch_plan_free(&r->plan);
+    cJSON_Delete(r->cfg);
+    cJSON_free(r->cfg_text);
+    free(r->dir);
+    free(r);
+}
+
+const qkv_model_type *qkv_run_model_type(const qkv_run *r) { return r->type; }
+const cJSON *qkv_run_config(const qkv_run *r) { return r->cfg; }
+long qkv_run_step(const qkv_run *r) { return r->state.step; }
+
+/* ---- evaluation ----------------------------------------------------------------------------------------------- */
+
+static int argmax(const float *x, int64_t n) {
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = (int)i;
+    return best;
+}
+
+cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
+    int64_t bs = qkv_config_int(r->cfg, "eval.batch_size", 64);
+    int64_t nb = (s->n + bs - 1) / bs;
+    if (max_batches > 0 && max_batches < nb) nb = max_batches;
+    int64_t n_ex = s->n < nb * bs ? s->n : nb * bs;
+    bool classify = r->task.kind == TASK_CLASSIFY;
+    int32_t *pred = classify ? malloc(sizeof *pred * (size_t)(n_ex ? n_ex : 1)) : NULL;
+    int32_t *gold = classify ? malloc(sizeof *gold * (size_t)(n_ex ? n_ex : 1)) : NULL;
+    int64_t *idx = malloc(sizeof *idx * (size_t)bs);
+    qkv_status st = (!classify || (pred && gold)) && idx ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
+    double nll = 0;
+    int64_t counted = 0;
+    for (int64_t b = 0; st == QKV_OK && b < nb; b++) {
+        int64_t start = b * bs, count = s->n - start < bs ? s->n - start : bs;
+        for (int64_t i = 0; i < count; i++) idx[i] = start + i;
+        qkv_ctx_reset(r->ctx);
+        qkv_batch batch;
+        st = batch_make(r->ctx, &r->task, s, idx, count, &batch, NULL);
+        if (st != QKV_OK) break;
+        if (classify) {
+            qkv_tensor *lp = r->type->forward(r->ctx, r->model, &batch, NULL);
+            if (!lp) {
+                st = qkv_last_status();
+                break;
+            }
+            int64_t C = lp->shape[lp->ndim - 1];
+            for (int64_t i = 0; i < count; i++) {
+                const float *row = qkv_f32(lp) + i * C;
+                int32_t y = qkv_i32(batch.labels)[i];
+                nll -= row[y];
+                pred[start + i] = argmax(row, C);
+                gold[start + i] = y;
+            }
+            counted += count;
+        } else {
+            qkv_tensor *loss = r->type->loss(r->ctx, r->model, &batch);
+            if (!loss) {
+                st = qkv_last_status();
+                break;
+            }
+            nll += (double)qkv_f32(loss)[0] * (double)batch.n_tokens;
+            counted += batch.n_tokens;
+        }
+    }
+    qkv_ctx_set_grad(r->ctx, g);
+    qkv_ctx_set_training(r->ctx, tr);
+    qkv_ctx_reset(r->ctx);
+    free(idx);
+    cJSON *out = NULL;
+    if (st == QKV_OK && counted == 0) st = qkv_error_set(QKV_ERR_INVALID, "evaluation: no examples to score");
+    if (st == QKV_OK) {
+        out = cJSON_CreateObject();
+        double loss = nll / (double)counted;
+        cJSON_AddNumberToObject(out, "loss", loss);
+        if (classify) {
+            qkv_classify_result cr;
+            st = qkv_metric_classify(pred, gold, (size_t)n_ex, r->task.n_labels, &cr);
+            if (st == QKV_OK) {
+                cJSON_AddNumberToObject(out, "accuracy", cr.accuracy);
+                cJSON_AddNumberToObject(out, "macro_f1", cr.macro.f1);
+                cJSON *conf = cJSON_AddArrayToObject(out, "confusion");
+                for (int i = 0; i < cr.n_classes; i++) {
+                    cJSON *row = cJSON_CreateArray();
+                    for (int k = 0; k < cr.n_classes; k++)
+                        cJSON_AddItemToArray(row, cJSON_CreateNumber((double)cr.confusion[i * cr.n_classes + k]));
+                    cJSON_AddItemToArray(conf, row);
+                }
+                cJSON_AddItemToObject(out, "labels",
+                                      cJSON_CreateStringArray((const char *const *)r->task.labels, r->task.n_labels));
+                qkv_classify_free(&cr);
+            }
+            cJSON_AddNumberToObject(out, "examples", (double)n_ex);
+        } else {
+            cJSON_AddNumberToObject(out, "perplexity", exp(loss));
+            if (r->task.kind == TASK_LM) {
+                cJSON_AddNumberToObject(out, "bits_per_token", loss / log(2.0));
+                if (s->n_chars > 0 && n_ex == s->n)
+                    cJSON_AddNumberToObject(out, "bits_per_char", nll / log(2.0) / (double)s->n_chars);
+            }
+            cJSON_AddNumberToObject(out, "tokens", (double)counted);
+            double bleu = 0;
+            if (r->task.kind == TASK_SEQ2SEQ && qkv_config_bool(r->cfg, "eval.bleu", false)) {
+                st = run_bleu(r, s, qkv_config_int(r->cfg, "eval.bleu_max_examples", 200), &bleu);
+                if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
+            }
+        }
+        if (st != QKV_OK) {
+            cJSON_Delete(out);
+            out = NULL;
+        }
+    }
+    free(pred);
+    free(gold);
+    return out;
+}
+
+cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
+    const char *path = file;
+    if (!path) {
+        if (!split_name || (strcmp(split_name, "dev") && strcmp(split_name, "test"))) {
+            qkv_error_set(QKV_ERR_INVALID, "split must be 'dev' or 'test', got '%s'", split_name ? split_name : "");
+            return NULL;
+        }
+        char key[16];
+        snprintf(key, sizeof key, "data.%s", split_name);
+        path = qkv_config_str(r->cfg, key, "");
+        if (!*path) {
+            qkv_error_set(QKV_ERR_INVALID, "%s: the run's config has no %s file", key, split_name);
+            return NULL;
+        }
+    }
+    split s;
+    if (task_load(&r->task, path, &s) != QKV_OK) return NULL;
+    cJSON *out = run_evaluate(r, &s, 0);
+    split_free(&s);
+    if (out) {
+        cJSON_AddStringToObject(out, file ? "file" : "split", file ? file : split_name);
+        cJSON_AddNumberToObject(out, "step", (double)r->state.step);
+    }
+    return out;
+}
+
+cJSON *qkv_run_predict(qkv_run *r, const char *text) {
+    split s;
+    if (task_encode_text(&r->task, text, &s) != QKV_OK) return NULL;
+    cJSON *out = NULL;
+    if (r->task.kind == TASK_CLASSIFY) {
+        bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
+        qkv_ctx_reset(r->ctx);
+        int64_t idx = 0;
+        qkv_batch b;
+        qkv_tensor *lp = NULL;
+        if (batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL) == QKV_OK)
+            lp = r->type->forward(r->ctx, r->model, &b, NULL);
+        if (lp) {
+            int64_t C = lp->shape[lp->ndim - 1];
+            const float *row = qkv_f32(lp);
+            int best = argmax(row, C);
+            out = cJSON_CreateObject();
+            cJSON_AddStringToObject(out, "label", r->task.labels[best]);
+            cJSON_AddNumberToObject(out, "prob", exp(row[best]));
+            cJSON *probs = cJSON_AddObjectToObject(out, "probs");
+            for (int64_t c = 0; c < C && c < r->task.n_labels; c++)
+                cJSON_AddNumberToObject(probs, r->task.labels[c], exp(row[c]));
+        }
+        qkv_ctx_set_grad(r->ctx, g);
+        qkv_ctx_set_training(r->ctx, tr);
+        qkv_ctx_reset(r->ctx);
+    } else {
+        out = run_evaluate(r, &s, 0); /* lm: the text's own loss over its windows */
+    }
+    split_free(&s);
+    return out;
+}

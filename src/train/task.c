@@ -1,0 +1,495 @@
+/* Task data: from files in a task's format to encoded examples, and the tokenizer files a run keeps.
+ *
+ *   classify  TSV "label<TAB>text"; labels get ids in sorted (byte) order of the training labels
+ *   lm        plain text (one paragraph a line; each line ends with a "<nl>" token for word/char tokenizers, a
+ *             "\n" byte for BPE) or a token shard; windows of seq_len + 1 tokens, stride seq_len
+ *   seq2seq   TSV "source<TAB>target"; the target is stored as <s> y </s> */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/config.h"
+#include "qkv/data.h"
+#include "qkv/shard.h"
+#include "train_internal.h"
+
+
+static const char NL[] = "<nl>";
+
+static qkv_status pool_reserve(split *s, int64_t more) {
+    if (s->pool_n + more <= s->pool_cap) return QKV_OK;
+    int64_t cap = s->pool_cap ? s->pool_cap : 4096;
+    while (cap < s->pool_n + more) cap *= 2;
+    int32_t *p = realloc(s->pool, sizeof *p * (size_t)cap);
+    if (!p) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    s->pool = p;
+    s->pool_cap = cap;
+    return QKV_OK;
+}
+
+static qkv_status pool_add(split *s, const int32_t *ids, int64_t n) {
+    qkv_status st = pool_reserve(s, n);
+    if (st == QKV_OK && n) memcpy(s->pool + s->pool_n, ids, sizeof *ids * (size_t)n);
+    if (st == QKV_OK) s->pool_n += n;
+    return st;
+}
+
+static example *ex_new(split *s) {
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 1024;
+        example *e = realloc(s->ex, sizeof *e * (size_t)cap);
+        if (!e) {
+            qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        s->ex = e;
+        s->cap = cap;
+    }
+    example *e = &s->ex[s->n++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+void split_free(split *s) {
+    free(s->pool);
+    free(s->ex);
+    memset(s, 0, sizeof *s);
+}
+
+static int64_t utf8_chars(const char *s, size_t len) {
+    int64_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* ---- tokenising one text ---------------------------------------------------------------------------------- */
+
+/* Word or character tokens of one text (one malloc'd block, as qkv_word_split). */
+static qkv_status split_words(const task *t, const char *text, size_t len, char ***toks, size_t *n) {
+    if (t->tok == TOK_CHAR) return qkv_char_split(text, len, toks, n);
+    return qkv_word_split(text, len, &t->wopts, toks, n);
+}
+
+/* Ids of one text into a malloc'd array (*ids may be NULL when *n == 0). vocab: the word/char vocabulary to use. */
+static qkv_status encode(task *t, const qkv_vocab *vocab, const char *text, size_t len, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (t->tok == TOK_BPE) return qkv_bpe_encode(t->bpe, text, len, ids, n);
+    if (t->tok == TOK_WORDPIECE) {
+        qkv_encoding e = {0};
+        qkv_status st = qkv_wordpiece_encode(t->wp, text, len, NULL, 0, true, &e);
+        if (st) return st;
+        *ids = e.ids;
+        *n = e.n;
+        e.ids = NULL;
+        qkv_encoding_free(&e);
+        return QKV_OK;
+    }
+    char **toks = NULL;
+    size_t nt = 0;
+    qkv_status st = split_words(t, text, len, &toks, &nt);
+    if (st == QKV_OK && nt) {
+        *ids = malloc(sizeof **ids * nt);
+        if (!*ids) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        if (st == QKV_OK) st = qkv_vocab_encode(vocab, toks, nt, t->unk, *ids);
+        if (st == QKV_OK) *n = nt;
+    }
+    free(toks);
+    return st;
+}
+
+/* ---- building tokenizers from the training file ------------------------------------------------------------ */
+
+static qkv_dataset *read_rows(const task *t, const char *path) {
+    qkv_data_opts o = {.format = t->kind == TASK_LM ? QKV_DATA_LINES : QKV_DATA_TSV,
+                       .n_fields = t->kind == TASK_LM ? 0 : 2};
+    return qkv_data_read_all(path, &o);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static qkv_status count_text(const task *t, qkv_token_counter *c, const char *text, size_t len) {
+    char **toks = NULL;
+    size_t n = 0;
+    qkv_status st = split_words(t, text, len, &toks, &n);
+    if (st == QKV_OK) st = qkv_token_counter_add_all(c, toks, n);
+    free(toks);
+    return st;
+}
+
+static qkv_status save_lines(const char *path, char *const *lines, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    for (int i = 0; i < n; i++) fprintf(f, "%s\n", lines[i]);
+    if (fclose(f)) return qkv_error_set(QKV_ERR_IO, "%s: write error", path);
+    return QKV_OK;
+}
+
+static qkv_status load_labels(task *t, const char *path) {
+    qkv_dataset *d = qkv_data_read_all(path, NULL);
+    if (!d) return qkv_last_status();
+    t->labels = calloc(d->n_rows ? d->n_rows : 1, sizeof *t->labels);
+    qkv_status st = t->labels ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++) {
+        t->labels[i] = strdup(d->rows[i].fields[0]);
+        if (!t->labels[i]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        t->n_labels = (int)i + 1;
+    }
+    qkv_dataset_free(d);
+    return st;
+}
+
+/* Builds (fresh) or loads the vocabulary saved as run_dir/name. */
+static qkv_status word_vocab(task *t, const cJSON *cfg, const qkv_dataset *train, int field, bool both,
+                             unsigned specials, const char *path, bool fresh, qkv_vocab **out) {
+    if (!fresh) {
+        *out = qkv_vocab_load(path);
+        return *out ? QKV_OK : qkv_last_status();
+    }
+    qkv_token_counter *c = qkv_token_counter_new();
+    qkv_status st = c ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == QKV_OK && i < train->n_rows; i++) {
+        const qkv_row *row = &train->rows[i];
+        for (int f = both ? 0 : field; st == QKV_OK && f <= field; f++)
+            st = count_text(t, c, row->fields[f], row->lens[f]);
+        if (st == QKV_OK && t->kind == TASK_LM) st = qkv_token_counter_add(c, NL, strlen(NL));
+    }
+    if (st == QKV_OK) {
+        *out = qkv_vocab_build(c, specials, 0, qkv_config_int(cfg, "data.min_freq", 1),
+                               (size_t)qkv_config_int(cfg, "data.max_vocab", 0));
+        if (!*out) st = qkv_last_status();
+    }
+    if (st == QKV_OK) st = qkv_vocab_save(*out, path);
+    qkv_token_counter_free(c);
+    return st;
+}
+
+static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *path, bool fresh) {
+    if (!fresh) return load_labels(t, path);
+    char **all = malloc(sizeof *all * (train->n_rows ? train->n_rows : 1));
+    if (!all) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < train->n_rows; i++) all[i] = train->rows[i].fields[0];
+    qsort(all, train->n_rows, sizeof *all, cmp_str);
+    int n = 0;
+    for (size_t i = 0; i < train->n_rows; i++)
+        if (n == 0 || strcmp(all[n - 1], all[i])) all[n++] = all[i];
+    qkv_status st = QKV_OK;
+    for (int i = 0; i < n && st == QKV_OK; i++)
+        if (!all[i][0]) st = qkv_error_set(QKV_ERR_FORMAT, "training data has an empty label");
+    if (st == QKV_OK) st = save_lines(path, all, n);
+    free(all);
+    return st == QKV_OK ? load_labels(t, path) : st;
+}
+
+static qkv_status prepare_bpe(task *t, const cJSON *cfg, const qkv_dataset *train, const char *dir, bool fresh) {
+    const char *vf = qkv_config_str(cfg, "data.vocab_file", ""), *mf = qkv_config_str(cfg, "data.merges_file", "");
+    char *v = NULL, *m = NULL;
+    qkv_status st = QKV_OK;
+    if (*vf || *mf) {
+        if (!*vf || !*mf)
+            return qkv_error_set(QKV_ERR_INVALID, "data: the bpe tokenizer needs both vocab_file and merges_file");
+        t->bpe = qkv_bpe_load(vf, mf);
+        return t->bpe ? QKV_OK : qkv_last_status();
+    }
+    if (t->kind != TASK_LM)
+        return qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the bpe tokenizer needs GPT-2 vocab/merges files");
+    v = join(dir, "vocab.json");
+    m = join(dir, "merges.txt");
+    if (!v || !m) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (st == QKV_OK && fresh) {
+        const char **texts = malloc(sizeof *texts * (train->n_rows + 1));
+        size_t *lens = malloc(sizeof *lens * (train->n_rows + 1));
+        if (!texts || !lens) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; st == QKV_OK && i < train->n_rows; i++) {
+            texts[i] = train->rows[i].fields[0];
+            lens[i] = train->rows[i].lens[0];
+        }
+        if (st == QKV_OK)
+            st = qkv_bpe_train(texts, lens, train->n_rows, (size_t)qkv_config_int(cfg, "data.bpe_vocab_size", 512), 2,
+                               NULL, v, m);
+        free(texts);
+        free(lens);
+    }
+    if (st == QKV_OK && !(t->bpe = qkv_bpe_load(v, m))) st = qkv_last_status();
+    free(v);
+    free(m);
+    return st;
+}
+
+static tok_kind parse_tok(const char *s, task_kind kind) {
+    if (!strcmp(s, "word")) return TOK_WORD;
+    if (!strcmp(s, "char")) return TOK_CHAR;
+    if (!strcmp(s, "bpe")) return TOK_BPE;
+    if (!strcmp(s, "wordpiece")) return TOK_WORDPIECE;
+    return kind == TASK_LM ? TOK_CHAR : TOK_WORD; /* "auto" */
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const char *dir, bool fresh) {
+    memset(t, 0, sizeof *t);
+    if (!strcmp(task_name, "classify"))
+        t->kind = TASK_CLASSIFY;
+    else if (!strcmp(task_name, "lm"))
+        t->kind = TASK_LM;
+    else if (!strcmp(task_name, "seq2seq"))
+        t->kind = TASK_SEQ2SEQ;
+    else
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "the training engine has no data pipeline for task '%s'", task_name);
+    const char *train_path = qkv_config_str(cfg, "data.train", "");
+    const char *format = qkv_config_str(cfg, "data.format", "auto");
+    t->shard = t->kind == TASK_LM && (!strcmp(format, "shard") ||
+                                      (!strcmp(format, "auto") && (ends_with(train_path, ".tok") ||
+                                                                    ends_with(train_path, ".shard"))));
+    t->tok = t->shard ? TOK_NONE : parse_tok(qkv_config_str(cfg, "data.tokenizer", "auto"), t->kind);
+    t->wopts.lowercase = qkv_config_bool(cfg, "data.lowercase", true);
+    t->wopts.strip_punct = qkv_config_bool(cfg, "data.strip_punct", true);
+    t->max_len = qkv_config_int(cfg, "data.max_len", 128);
+    t->cls = -1;
+    t->seq_len = qkv_config_int(cfg, "data.seq_len", 64);
+    if (t->tok == TOK_WORDPIECE && t->kind != TASK_CLASSIFY)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
+    if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word tokenizer only");
+    if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
+
+    if (t->shard) {
+        qkv_shard *s = qkv_shard_open(train_path);
+        if (!s) return qkv_last_status();
+        t->vocab_size = (int64_t)qkv_shard_vocab(s);
+        qkv_shard_close(s);
+        return QKV_OK;
+    }
+    /* The training file is read only to build tokenizers and labels. */
+    qkv_dataset *train = NULL;
+    bool need_train = fresh && (t->tok == TOK_WORD || t->tok == TOK_CHAR || t->kind == TASK_CLASSIFY ||
+                                (t->tok == TOK_BPE && !*qkv_config_str(cfg, "data.vocab_file", "")));
+    if (need_train && !(train = read_rows(t, train_path))) return qkv_last_status();
+    qkv_status st = QKV_OK;
+    char *vocab_path = join(dir, "vocab.txt"), *tgt_path = join(dir, "tgt_vocab.txt"),
+         *label_path = join(dir, "labels.txt");
+    if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, label_path, fresh);
+    if (st == QKV_OK) {
+        switch (t->tok) {
+        case TOK_WORD:
+        case TOK_CHAR: {
+            unsigned sp = QKV_SPECIAL_PAD | QKV_SPECIAL_UNK;
+            if (t->kind == TASK_SEQ2SEQ) sp |= QKV_SPECIAL_BOS | QKV_SPECIAL_EOS;
+            if (t->kind == TASK_CLASSIFY && qkv_config_bool(cfg, "data.cls_token", false)) sp |= QKV_SPECIAL_CLS;
+            bool shared = t->kind != TASK_SEQ2SEQ || qkv_config_bool(cfg, "data.shared_vocab", false);
+            int field = t->kind == TASK_CLASSIFY ? 1 : 0;
+            bool both = shared && t->kind == TASK_SEQ2SEQ; /* one vocabulary over source and target */
+            st = word_vocab(t, cfg, train, both ? 1 : field, both, sp, vocab_path, fresh, &t->vocab);
+            if (st == QKV_OK && !shared) st = word_vocab(t, cfg, train, 1, false, sp, tgt_path, fresh, &t->tgt_vocab);
+            if (st == QKV_OK) {
+                t->vocab_size = (int64_t)qkv_vocab_size(t->vocab);
+                t->pad = qkv_vocab_id(t->vocab, "<pad>", 5);
+                t->unk = qkv_vocab_id(t->vocab, "<unk>", 5);
+                t->bos = qkv_vocab_id(t->vocab, "<s>", 3);
+                t->eos = qkv_vocab_id(t->vocab, "</s>", 4);
+                t->cls = (sp & QKV_SPECIAL_CLS) ? qkv_vocab_id(t->vocab, "[CLS]", 5) : -1;
+                const qkv_vocab *tv = t->tgt_vocab ? t->tgt_vocab : t->vocab;
+                t->tgt_vocab_size = t->tgt_vocab ? (int64_t)qkv_vocab_size(tv) : 0;
+                t->tgt_bos = qkv_vocab_id(tv, "<s>", 3);
+                t->tgt_eos = qkv_vocab_id(tv, "</s>", 4);
+                t->tgt_pad = qkv_vocab_id(tv, "<pad>", 5);
+            }
+            break;
+        }
+        case TOK_BPE:
+            st = prepare_bpe(t, cfg, train, dir, fresh);
+            if (st == QKV_OK) t->vocab_size = (int64_t)qkv_bpe_vocab_size(t->bpe);
+            break;
+        case TOK_WORDPIECE: {
+            const char *vf = qkv_config_str(cfg, "data.vocab_file", "");
+            if (!*vf) {
+                st = qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the wordpiece tokenizer needs a vocab.txt");
+                break;
+            }
+            qkv_wordpiece_opts o = qkv_wordpiece_default_opts();
+            o.lowercase = t->wopts.lowercase;
+            if (!(t->wp = qkv_wordpiece_load(vf, &o))) st = qkv_last_status();
+            if (st == QKV_OK) {
+                t->vocab_size = (int64_t)qkv_wordpiece_vocab_size(t->wp);
+                t->pad = qkv_wordpiece_id(t->wp, "[PAD]");
+                t->unk = qkv_wordpiece_id(t->wp, "[UNK]");
+            }
+            break;
+        }
+        case TOK_NONE: break;
+        }
+    }
+    if (t->pad < 0) t->pad = 0;
+    qkv_dataset_free(train);
+    free(vocab_path);
+    free(tgt_path);
+    free(label_path);
+    return st;
+}
+
+void task_free(task *t) {
+    qkv_vocab_free(t->vocab);
+    qkv_vocab_free(t->tgt_vocab);
+    qkv_bpe_free(t->bpe);
+    qkv_wordpiece_free(t->wp);
+    for (int i = 0; i < t->n_labels; i++) free(t->labels[i]);
+    free(t->labels);
+    memset(t, 0, sizeof *t);
+}
+
+void task_info(const task *t, qkv_task_info *info) {
+    memset(info, 0, sizeof *info);
+    info->vocab_size = t->vocab_size;
+    info->tgt_vocab_size = t->tgt_vocab_size;
+    info->n_classes = t->n_labels;
+    info->pad_id = t->pad;
+    info->max_len = t->kind == TASK_LM ? t->seq_len : t->kind == TASK_SEQ2SEQ ? t->max_len + 1 : t->max_len;
+}
+
+/* ---- encoding files ---------------------------------------------------------------------------------------- */
+
+static int find_label(const task *t, const char *label) {
+    int lo = 0, hi = t->n_labels - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = strcmp(t->labels[mid], label);
+        if (!c) return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Cuts the stream into windows of seq_len + 1 tokens (stride seq_len); a shorter tail of >= 2 tokens is kept. */
+static qkv_status lm_windows(task *t, split *s) {
+    int64_t L = t->seq_len;
+    for (int64_t start = 0; start + 1 < s->pool_n; start += L) {
+        example *e = ex_new(s);
+        if (!e) return qkv_last_status();
+        e->off = start;
+        e->n = s->pool_n - start < L + 1 ? s->pool_n - start : L + 1;
+    }
+    return QKV_OK;
+}
+
+static qkv_status load_shard(task *t, const char *path, split *s) {
+    qkv_shard *sh = qkv_shard_open(path);
+    if (!sh) return qkv_last_status();
+    uint64_t n = qkv_shard_tokens(sh);
+    qkv_status st = QKV_OK;
+    if ((int64_t)qkv_shard_vocab(sh) > t->vocab_size)
+        st = qkv_error_set(QKV_ERR_FORMAT, "%s: vocabulary size %llu is larger than the training shard's %lld", path,
+                           (unsigned long long)qkv_shard_vocab(sh), (long long)t->vocab_size);
+    if (st == QKV_OK) st = pool_reserve(s, (int64_t)n);
+    if (st == QKV_OK) st = qkv_shard_read(sh, 0, (size_t)n, s->pool);
+    if (st == QKV_OK) s->pool_n = (int64_t)n;
+    qkv_shard_close(sh);
+    return st == QKV_OK ? lm_windows(t, s) : st;
+}
+
+static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *s) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qkv_status st = QKV_OK;
+    if (t->kind == TASK_LM) {
+        st = encode(t, t->vocab, row->fields[0], row->lens[0], &ids, &n);
+        if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
+        free(ids);
+        ids = NULL;
+        if (st == QKV_OK && t->tok == TOK_BPE) {
+            st = qkv_bpe_encode(t->bpe, "\n", 1, &ids, &n);
+            if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
+        } else if (st == QKV_OK) {
+            int32_t nl = qkv_vocab_id(t->vocab, NL, strlen(NL));
+            if (nl < 0) nl = t->unk;
+            st = pool_add(s, &nl, 1);
+        }
+        s->n_chars += utf8_chars(row->fields[0], row->lens[0]) + 1;
+        free(ids);
+        return st;
+    }
+    example *e = ex_new(s);
+    if (!e) return qkv_last_status();
+    int text = t->kind == TASK_CLASSIFY ? 1 : 0;
+    if (t->kind == TASK_CLASSIFY) {
+        e->label = find_label(t, row->fields[0]);
+        if (e->label < 0)
+            return qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: label '%s' is not one of the training labels", path,
+                                 (long long)row->line, row->fields[0]);
+    }
+    st = encode(t, t->vocab, row->fields[text], row->lens[text], &ids, &n);
+    if (st != QKV_OK) {
+        free(ids);
+        return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, train_last_error());
+    }
+    e->off = s->pool_n;
+    int64_t room = t->max_len - (t->cls >= 0); /* the [CLS] counts towards max_len */
+    e->n = (int64_t)n < room ? (int64_t)n : room;
+    if (t->cls >= 0) st = pool_add(s, &t->cls, 1);
+    if (st == QKV_OK) st = pool_add(s, ids, e->n);
+    e->n += t->cls >= 0;
+    free(ids);
+    ids = NULL;
+    s->n_chars += utf8_chars(row->fields[text], row->lens[text]);
+    if (st != QKV_OK || t->kind != TASK_SEQ2SEQ) return st;
+    st = encode(t, t->tgt_vocab ? t->tgt_vocab : t->vocab, row->fields[1], row->lens[1], &ids, &n);
+    if (st == QKV_OK) {
+        int64_t keep = (int64_t)n < t->max_len ? (int64_t)n : t->max_len;
+        e->toff = s->pool_n;
+        e->tn = keep + 2;
+        st = pool_add(s, &t->tgt_bos, 1);
+        if (st == QKV_OK) st = pool_add(s, ids, keep);
+        if (st == QKV_OK) st = pool_add(s, &t->tgt_eos, 1);
+    }
+    free(ids);
+    return st;
+}
+
+qkv_status task_load(task *t, const char *path, split *s) {
+    memset(s, 0, sizeof *s);
+    if (t->shard) return load_shard(t, path, s);
+    qkv_dataset *d = read_rows(t, path);
+    if (!d) return qkv_last_status();
+    qkv_status st = QKV_OK;
+    for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++) st = add_row(t, path, &d->rows[i], s);
+    qkv_dataset_free(d);
+    if (st == QKV_OK && t->kind == TASK_LM) st = lm_windows(t, s);
+    if (st == QKV_OK && s->n == 0) st = qkv_error_set(QKV_ERR_FORMAT, "%s: no examples", path);
+    if (st != QKV_OK) split_free(s);
+    return st;
+}
+
+qkv_status task_encode_text(task *t, const char *text, split *s) {
+    memset(s, 0, sizeof *s);
+    if (t->kind == TASK_SEQ2SEQ || t->shard)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
+    qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
+    char *fields[2];
+    size_t lens[2];
+    row.fields = fields;
+    row.lens = lens;
+    fields[0] = t->kind == TASK_CLASSIFY ? t->labels[0] : (char *)text;
+    lens[0] = strlen(fields[0]);
+    fields[1] = (char *)text;
+    lens[1] = strlen(text);
+    qkv_status st = add_row(t, "<input>", &row, s);
+    if (st == QKV_OK && t->kind == TASK_LM) st = lm_windows(t, s);
+    if (st == QKV_OK && s->n == 0) st = qkv_error_set(QKV_ERR_INVALID, "the text is too short to score");
+    if (st != QKV_OK) split_free(s);
+    return st;
+}

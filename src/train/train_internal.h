@@ -1,0 +1,111 @@
+/* Inside the training engine: task data (tokenizers, encoded splits), batching, and the run struct the loop,
+ * the evaluator and the predictor share. */
+#ifndef QKV_TRAIN_INTERNAL_H
+#define QKV_TRAIN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qkv/autograd.h"
+#include "qkv/model.h"
+#include "qkv/optim.h"
+#include "qkv/schedule.h"
+#include "qkv/text.h"
+#include "qkv/train.h"
+
+struct cJSON;
+
+typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ } task_kind;
+typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
+
+/* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
+ * the source), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>), and a label (classify). */
+typedef struct example {
+    int64_t off, n, toff, tn;
+    int32_t label;
+} example;
+
+typedef struct split {
+    int32_t *pool;
+    int64_t pool_n, pool_cap;
+    example *ex;
+    int64_t n, cap;
+    int64_t n_chars; /* characters of text read (bits per character) */
+} split;
+
+typedef struct task {
+    task_kind kind;
+    tok_kind tok;
+    bool shard;           /* lm data already tokenised (token shards) */
+    qkv_vocab *vocab;     /* word/char tokens (source side for seq2seq) */
+    qkv_vocab *tgt_vocab; /* seq2seq with separate vocabularies */
+    qkv_bpe *bpe;
+    qkv_wordpiece *wp;
+    qkv_word_opts wopts;
+    char **labels; /* classify: label strings in id order (sorted) */
+    int n_labels;
+    int64_t vocab_size, tgt_vocab_size;
+    int32_t pad, unk, bos, eos, tgt_bos, tgt_eos, tgt_pad;
+    int32_t cls; /* classify with data.cls_token and the word tokenizer: prepended to every text; else -1 */
+    int64_t max_len, seq_len;
+} task;
+
+/* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load
+ * them from run_dir. */
+qkv_status task_prepare(task *t, const struct cJSON *cfg, const char *task_name, const char *run_dir, bool fresh);
+void task_free(task *t);
+/* Reads and encodes a file in the task's format. */
+qkv_status task_load(task *t, const char *path, split *out);
+/* One text (classify, lm) as a split of one example (lm: one window over the whole text). */
+qkv_status task_encode_text(task *t, const char *text, split *out);
+void task_info(const task *t, qkv_task_info *info);
+void split_free(split *s);
+
+/* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
+typedef struct batch_plan {
+    int64_t *order;  /* example indices */
+    int64_t *starts; /* n_batches + 1 offsets into order */
+    int64_t n_batches;
+} batch_plan;
+qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffle, bool bucket, uint64_t seed,
+                            uint64_t epoch);
+void batch_plan_free(batch_plan *p);
+/* Tensors in ctx for examples order[start .. start+count). *tokens receives the real (unpadded) token count. */
+qkv_status batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,
+                      int64_t *tokens);
+
+struct qkv_run {
+    char *dir;
+    struct cJSON *cfg;
+    char *cfg_text;
+    const qkv_model_type *type;
+    task task;
+    split train, dev;
+    bool have_train, have_dev;
+    qkv_params *params;
+    qkv_model *model;
+    qkv_optim *opt;
+    qkv_schedule sched;
+    qkv_ctx *ctx;
+    qkv_train_state state;
+    qkv_loop_state loop;
+    batch_plan plan;
+    uint64_t plan_epoch;
+    bool plan_valid;
+    uint64_t data_seed;
+};
+
+/* qkv_last_error() copied, so a new message can quote the previous one (qkv_error_set rewrites the buffer while
+ * formatting). Valid until the next call on this thread. */
+const char *train_last_error(void);
+
+/* Evaluates on a split: a JSON object of metrics (caller frees). max_batches 0 = all. */
+struct cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
+/* Corpus BLEU (0..100, whitespace tokens) of greedy decodes of the first max_examples (0 = all) seq2seq examples,
+ * against their references as the tokenizer saw them (lowercased word tokens joined by spaces). The decoder is the
+ * model's teacher-forcing forward, re-run on a growing prefix: slow (quadratic) but works for any seq2seq model. */
+qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu);
+/* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */
+long run_newest_checkpoint(const char *dir);
+
+#endif

@@ -1,0 +1,174 @@
+/* Task data pipelines: labels in sorted order, vocabularies built from train and saved, truncation, [CLS], lm windows
+ * with targets shifted by one, seq2seq decoder inputs shifted right, padding and masks, and bad-input errors. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qkv/config.h"
+#include "test.h"
+#include "train/train_internal.h"
+
+static char dir[256];
+
+static const char *file(const char *name, const char *content) {
+    static char path[4][512];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, 512, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(content, f);
+        fclose(f);
+    }
+    return p;
+}
+
+/* A resolved config with data.train set and extra data settings (JSON members without braces). */
+static cJSON *config(const char *type, const char *train, const char *data_extra) {
+    char text[2048];
+    snprintf(text, sizeof text, "{\"model\": {\"type\": \"%s\"}, \"data\": {\"train\": \"%s\"%s%s}}", type, train,
+             data_extra[0] ? ", " : "", data_extra);
+    cJSON *u = qkv_config_parse("t", text);
+    cJSON *c = u ? qkv_config_resolve(u, NULL) : NULL;
+    cJSON_Delete(u);
+    return c;
+}
+
+static int32_t id_of(const task *t, const char *tok) { return qkv_vocab_id(t->vocab, tok, strlen(tok)); }
+
+TEST(classify_pipeline) {
+    const char *train = file("cls_train.tsv", "pos\tGood, good film good!\nneg\tBad film\nmid\tok\npos\tgreat\n");
+    cJSON *cfg = config("embmean", train, "\"max_len\": 2, \"cls_token\": true");
+    CHECK_NN(cfg);
+    if (!cfg) return;
+    task t;
+    CHECK_OK(task_prepare(&t, cfg, "classify", dir, true));
+    CHECK(t.n_labels == 3 && !strcmp(t.labels[0], "mid") && !strcmp(t.labels[1], "neg") && !strcmp(t.labels[2], "pos"));
+    CHECK(t.pad == 0 && t.unk == 1 && t.cls == 2);
+    CHECK(id_of(&t, "good") == 3); /* most frequent word first, after <pad> <unk> [CLS] */
+    split s;
+    CHECK_OK(task_load(&t, train, &s));
+    CHECK(s.n == 4);
+    /* "Good, good film good!" -> [CLS] good (max_len 2 counts the [CLS]) */
+    CHECK(s.ex[0].n == 2 && s.ex[0].label == 2);
+    CHECK(s.pool[s.ex[0].off] == t.cls && s.pool[s.ex[0].off + 1] == id_of(&t, "good"));
+    qkv_ctx *ctx = qkv_ctx_new();
+    int64_t idx[2] = {2, 1}, real = 0;
+    qkv_batch b;
+    CHECK_OK(batch_make(ctx, &t, &s, idx, 2, &b, &real));
+    CHECK(b.ids->shape[0] == 2 && b.ids->shape[1] == 2 && b.n_tokens == 2 && real == 4);
+    CHECK(qkv_i32(b.labels)[0] == 0 && qkv_i32(b.labels)[1] == 1);
+    qkv_ctx_free(ctx);
+    split_free(&s);
+    /* The vocabulary and labels were saved and load back the same. */
+    task u;
+    CHECK_OK(task_prepare(&u, cfg, "classify", dir, false));
+    CHECK(u.n_labels == 3 && u.vocab_size == t.vocab_size && u.cls == t.cls);
+    task_free(&u);
+    /* A dev label the training data did not have: an error naming file and line. */
+    const char *dev = file("cls_dev.tsv", "pos\tfine\nodd\tfilm\n");
+    CHECK(task_load(&t, dev, &s) == QKV_ERR_FORMAT);
+    CHECKF(strstr(qkv_last_error(), "cls_dev.tsv:2: label 'odd'") != NULL, "%s", qkv_last_error());
+    const char *three = file("cls_bad.tsv", "pos\ta\tb\n");
+    CHECK(task_load(&t, three, &s) != QKV_OK);
+    CHECKF(strstr(qkv_last_error(), "cls_bad.tsv:1") != NULL, "%s", qkv_last_error());
+    task_free(&t);
+    cJSON_Delete(cfg);
+}
+
+TEST(lm_pipeline) {
+    const char *train = file("lm.txt", "abcab\nba\n");
+    cJSON *cfg = config("embmean", train, "\"seq_len\": 4, \"tokenizer\": \"char\"");
+    CHECK_NN(cfg);
+    if (!cfg) return;
+    task t;
+    CHECK_OK(task_prepare(&t, cfg, "lm", dir, true));
+    split s;
+    CHECK_OK(task_load(&t, train, &s));
+    /* Stream: a b c a b <nl> b a <nl> = 9 tokens; windows of 5 with stride 4: [0,5) [4,9) and the tail [8,9) is
+     * too short to predict anything. */
+    CHECK(s.pool_n == 9 && s.n == 2);
+    CHECK(s.ex[0].off == 0 && s.ex[0].n == 5 && s.ex[1].off == 4 && s.ex[1].n == 5);
+    CHECK(s.pool[5] == id_of(&t, "<nl>") && s.pool[0] == id_of(&t, "a"));
+    CHECK(s.n_chars == 9);
+    qkv_ctx *ctx = qkv_ctx_new();
+    int64_t idx[1] = {1};
+    qkv_batch b;
+    CHECK_OK(batch_make(ctx, &t, &s, idx, 1, &b, NULL));
+    CHECK(b.ids->shape[1] == 4 && b.n_tokens == 4);
+    for (int j = 0; j < 4; j++) {
+        CHECK(qkv_i32(b.ids)[j] == s.pool[4 + j]);
+        CHECK(qkv_i32(b.targets)[j] == s.pool[5 + j]); /* targets = inputs shifted by one */
+        CHECK(qkv_f32(b.mask)[j] == 1.0f);
+    }
+    qkv_ctx_free(ctx);
+    split_free(&s);
+    /* A text for prediction: windows over it. */
+    CHECK_OK(task_encode_text(&t, "abcabcabc", &s));
+    CHECK(s.n == 3 && s.ex[2].off == 8 && s.ex[2].n == 2); /* 10 tokens with <nl>: [0,5) [4,9) [8,10) */
+    split_free(&s);
+    CHECK(task_encode_text(&t, "", &s) == QKV_ERR_INVALID); /* <nl> alone predicts nothing */
+    split_free(&s);
+    task_free(&t);
+    cJSON_Delete(cfg);
+}
+
+TEST(seq2seq_pipeline) {
+    const char *train = file("mt.tsv", "a b\tx y z\nb\tz\n");
+    cJSON *cfg = config("embmean", train, "\"max_len\": 8");
+    CHECK_NN(cfg);
+    if (!cfg) return;
+    task t;
+    CHECK_OK(task_prepare(&t, cfg, "seq2seq", dir, true));
+    CHECK(t.tgt_vocab != NULL && t.tgt_vocab_size == 7); /* <pad> <unk> <s> </s> z x y */
+    split s;
+    CHECK_OK(task_load(&t, train, &s));
+    CHECK(s.n == 2 && s.ex[0].n == 2 && s.ex[0].tn == 5);
+    qkv_ctx *ctx = qkv_ctx_new();
+    int64_t idx[2] = {0, 1};
+    qkv_batch b;
+    CHECK_OK(batch_make(ctx, &t, &s, idx, 2, &b, NULL));
+    CHECK(b.src_ids->shape[1] == 2 && b.ids->shape[1] == 4 && b.n_tokens == 4 + 2);
+    const int32_t *in = qkv_i32(b.ids), *tg = qkv_i32(b.targets);
+    CHECK(in[0] == t.tgt_bos && tg[3] == t.tgt_eos);   /* <s> x y z  ->  x y z </s> */
+    CHECK(in[1] == tg[0] && in[2] == tg[1] && in[3] == tg[2]);
+    CHECK(in[4] == t.tgt_bos && tg[4] == in[5] && tg[5] == t.tgt_eos); /* second row: <s> z -> z </s> */
+    CHECK(qkv_f32(b.mask)[6] == 0.0f && in[6] == t.tgt_pad && qkv_f32(b.src_mask)[3] == 0.0f);
+    qkv_ctx_free(ctx);
+    split_free(&s);
+    CHECK(task_encode_text(&t, "a", &s) == QKV_ERR_UNSUPPORTED);
+    task_free(&t);
+    cJSON_Delete(cfg);
+}
+
+TEST(unsupported_choices) {
+    const char *train = file("u.tsv", "1\ta\n");
+    cJSON *cfg = config("embmean", train, "\"tokenizer\": \"char\"");
+    task t;
+    CHECK(task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_UNSUPPORTED);
+    task_free(&t);
+    cJSON_Delete(cfg);
+    cfg = config("embmean", train, "\"tokenizer\": \"wordpiece\"");
+    CHECK(task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_INVALID);
+    CHECK(strstr(qkv_last_error(), "data.vocab_file") != NULL);
+    task_free(&t);
+    CHECK(task_prepare(&t, cfg, "tagging", dir, true) == QKV_ERR_UNSUPPORTED);
+    task_free(&t);
+    cJSON_Delete(cfg);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/qkv_test_train_data_%ld", (long)getpid());
+    mkdir(dir, 0777);
+    RUN(classify_pipeline);
+    RUN(lm_pipeline);
+    RUN(seq2seq_pipeline);
+    RUN(unsupported_choices);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish();
+}

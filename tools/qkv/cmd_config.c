@@ -1,0 +1,65 @@
+/* qkv config: print default configs, list model types, check a config. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qkv/config.h"
+#include "qkv/model.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: qkv config show TYPE\n"
+            "       qkv config list\n"
+            "       qkv config check FILE [--set key.path=value ...]\n\n"
+            "show   prints the complete default run config for a model type: every field with its default\n"
+            "       (model fields from the type, then data, train, eval and seed; docs/training.md explains them)\n"
+            "list   the registered model types with their task\n"
+            "check  resolves a config over the defaults and prints the complete result, or the first error,\n"
+            "       naming the key (exit 2)\n");
+}
+
+static int run(int argc, char **argv) {
+    if (argc < 2) return cli_error("config", CLI_USAGE, "needs a subcommand: show, list or check");
+    if (!strcmp(argv[1], "list")) {
+        for (int i = 0; i < qkv_model_type_count(); i++) {
+            const qkv_model_type *t = qkv_model_type_at(i);
+            printf("%-24s %-9s %s\n", t->name, t->task, t->summary ? t->summary : "");
+        }
+        return CLI_OK;
+    }
+    cJSON *cfg = NULL;
+    if (!strcmp(argv[1], "show")) {
+        if (argc != 3) return cli_error("config", CLI_USAGE, "usage: qkv config show TYPE");
+        const qkv_model_type *t = qkv_model_type_find(argv[2]);
+        if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
+        cfg = qkv_config_defaults(t);
+    } else if (!strcmp(argv[1], "check")) {
+        if (argc < 3) return cli_error("config", CLI_USAGE, "usage: qkv config check FILE [--set k=v ...]");
+        cJSON *user = qkv_config_read(argv[2]);
+        for (int i = 3; user && i < argc; i++) {
+            if (strcmp(argv[i], "--set") || i + 1 >= argc) {
+                cJSON_Delete(user);
+                return cli_error("config", CLI_USAGE, "unexpected argument '%s'", argv[i]);
+            }
+            if (qkv_config_set(user, argv[++i]) != QKV_OK) {
+                cJSON_Delete(user);
+                user = NULL;
+            }
+        }
+        cfg = user ? qkv_config_resolve(user, NULL) : NULL;
+        cJSON_Delete(user);
+    } else {
+        return cli_error("config", CLI_USAGE, "unknown subcommand '%s' (show, list, check)", argv[1]);
+    }
+    if (!cfg) return cli_error("config", CLI_INPUT, "%s", qkv_last_error());
+    char *s = qkv_config_print(cfg);
+    cJSON_Delete(cfg);
+    if (!s) return cli_error("config", CLI_RUNTIME, "%s", qkv_last_error());
+    printf("%s\n", s);
+    free(s);
+    return CLI_OK;
+}
+
+const cli_command cmd_config = {"config", "print or check run configs (defaults per model type)", run, help};

@@ -1,0 +1,155 @@
+/* qkv train: train a model from a JSON config into a run directory, or resume one. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qkv/config.h"
+#include "qkv/train.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: qkv train --config FILE --run DIR [--set key.path=value ...] [--quiet] [--json]\n"
+            "       qkv train --resume --run DIR [--config FILE] [--set key.path=value ...] [--quiet] [--json]\n\n"
+            "Trains the model a JSON config describes (qkv config show TYPE prints a complete one; docs/training.md\n"
+            "explains every field) and writes the run directory: config.json (the complete config), log.jsonl,\n"
+            "ckpt-<step>.safetensors (the last train.keep_checkpoints), best.safetensors (best dev metric),\n"
+            "tokenizer files and plot.svg (train/dev curves).\n\n"
+            "  --config FILE      the run config (with --resume: default DIR/config.json)\n"
+            "  --run DIR          the run directory (created; must not hold checkpoints unless --resume)\n"
+            "  --set K=V          override one config value, e.g. --set train.optimizer.lr=3e-4 (V is JSON, or\n"
+            "                     a plain string); repeatable\n"
+            "  --resume           continue from the newest checkpoint in DIR, bit-identically to a run that was\n"
+            "                     never interrupted (same thread count); raise train.steps with --set to go further\n"
+            "  --quiet            no progress output\n"
+            "  --json             log records as JSON lines on standard output (progress stays on stderr)\n\n"
+            "Progress: a bar on a terminal (step, loss, learning rate, tokens/s, ETA), plain lines otherwise.\n"
+            "SIGINT / SIGTERM save a checkpoint of the current step and exit with 130 / 143 (resume with --resume).\n"
+            "Exit codes: 0 done (or early-stopped), 1 usage, 2 bad config or data, 3 runtime failure (e.g.\n"
+            "non-finite losses for train.max_nan_skips steps in a row).\n");
+}
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_signal(int sig) { stop_signal = sig; }
+
+typedef struct {
+    cli_progress bar;
+    bool json, quiet;
+    double units;
+    long start; /* step the session began at */
+} train_ui;
+
+static void on_step(void *user, long step, long total, double loss, double lr, double tokens) {
+    train_ui *ui = user;
+    (void)total;
+    ui->units += tokens;
+    char extra[96];
+    snprintf(extra, sizeof extra, "loss %.4f lr %.3g", loss, lr);
+    cli_progress_update(&ui->bar, step - ui->start, ui->units, extra);
+}
+
+static void on_record(void *user, const char *json) {
+    train_ui *ui = user;
+    if (ui->json) {
+        printf("%s\n", json);
+        fflush(stdout);
+        return;
+    }
+    if (ui->quiet || !strstr(json, "\"kind\":\"eval\"")) return;
+    /* Evals are worth a line of their own even under a progress bar. */
+    cJSON *j = cJSON_Parse(json);
+    if (!j) return;
+    const char *metric = cJSON_GetStringValue(cJSON_GetObjectItem(j, "metric"));
+    double v = metric ? cJSON_GetNumberValue(cJSON_GetObjectItem(j, metric)) : NAN;
+    char more[64] = "";
+    if (metric && strcmp(metric, "loss")) snprintf(more, sizeof more, ", %s %.4f", metric, v);
+    fprintf(stderr, "%seval step %.0f: dev loss %.4f%s%s\n", ui->bar.tty ? "\r\033[K" : "",
+            cJSON_GetNumberValue(cJSON_GetObjectItem(j, "step")), cJSON_GetNumberValue(cJSON_GetObjectItem(j, "loss")),
+            more, cJSON_IsTrue(cJSON_GetObjectItem(j, "best")) ? " (best)" : "");
+    cJSON_Delete(j);
+}
+
+static int run(int argc, char **argv) {
+    const char *config = NULL, *dir = NULL;
+    const char **sets = calloc((size_t)argc, sizeof *sets);
+    int n_sets = 0;
+    bool resume = false;
+    train_ui ui = {0};
+    if (!sets) return cli_error("train", CLI_RUNTIME, "out of memory");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--config") && v) config = argv[++i];
+        else if (!strcmp(a, "--run") && v) dir = argv[++i];
+        else if (!strcmp(a, "--set") && v) sets[n_sets++] = argv[++i];
+        else if (!strcmp(a, "--resume")) resume = true;
+        else if (!strcmp(a, "--quiet")) ui.quiet = true;
+        else if (!strcmp(a, "--json")) ui.json = true;
+        else {
+            free(sets);
+            return cli_error("train", CLI_USAGE, "unexpected argument '%s' (see qkv train --help)", a);
+        }
+    }
+    if (!dir || (!config && !resume)) {
+        free(sets);
+        return cli_error("train", CLI_USAGE, "needs --run DIR and --config FILE (or --resume)");
+    }
+    char cfg_path[4096];
+    if (!config) {
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+        config = cfg_path;
+    }
+    cJSON *user = qkv_config_read(config);
+    for (int i = 0; user && i < n_sets; i++)
+        if (qkv_config_set(user, sets[i]) != QKV_OK) {
+            cJSON_Delete(user);
+            user = NULL;
+        }
+    free(sets);
+    cJSON *cfg = user ? qkv_config_resolve(user, NULL) : NULL;
+    cJSON_Delete(user);
+    if (!cfg) return cli_error("train", CLI_INPUT, "%s", qkv_last_error());
+    qkv_run *r = qkv_run_new(dir, cfg, resume);
+    long total = (long)qkv_config_int(cfg, "train.steps", 1);
+    cJSON_Delete(cfg);
+    if (!r) return cli_error("train", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* A resumed run counts its bar from where it starts, so the rate and ETA are this session's. */
+    long start = qkv_run_step(r);
+    char label[48];
+    snprintf(label, sizeof label, start ? "train (from step %ld)" : "train", start);
+    cli_progress_start(&ui.bar, label, total - start, "tok", ui.quiet);
+    ui.start = start;
+    qkv_train_hooks hooks = {.user = &ui, .on_step = on_step, .on_record = on_record, .stop = &stop_signal};
+    qkv_train_outcome outcome;
+    qkv_status st = qkv_run_train(r, &hooks, &outcome);
+    long step = qkv_run_step(r);
+    qkv_run_free(r);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (st != QKV_OK) {
+        if (ui.bar.tty && !ui.quiet) fputc('\n', stderr);
+        return cli_error("train", st == QKV_ERR_NUMERIC ? CLI_RUNTIME : cli_status_exit(st), "%s", qkv_last_error());
+    }
+    const char *how = outcome == QKV_TRAIN_EARLY_STOP ? "early stop"
+                      : outcome == QKV_TRAIN_STOPPED  ? "stopped"
+                                                      : "done";
+    char extra[96];
+    snprintf(extra, sizeof extra, "%s at step %ld", how, step);
+    cli_progress_finish(&ui.bar, extra);
+    if (outcome == QKV_TRAIN_STOPPED) {
+        if (!ui.quiet)
+            fprintf(stderr, "qkv train: interrupted; checkpoint saved at step %ld (continue with --resume)\n", step);
+        return stop_signal == SIGTERM ? 143 : 130;
+    }
+    return CLI_OK;
+}
+
+const cli_command cmd_train_main = {"train", "train a model from a JSON config (resumable)", run, help};
