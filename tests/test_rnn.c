@@ -258,7 +258,7 @@ TEST(bad_inputs_are_errors) {
 
 /* ---- PyTorch fixtures ------------------------------------------------------------------------------------ */
 
-static qkv_tensor *read(qkv_st_file *f, const char *key, const char *what) {
+static qkv_tensor *fixture_read(qkv_st_file *f, const char *key, const char *what) {
     char name[256];
     snprintf(name, sizeof name, "%s.%s", key, what);
     qkv_tensor *t = qkv_st_read(f, name);
@@ -269,7 +269,7 @@ static qkv_tensor *read(qkv_st_file *f, const char *key, const char *what) {
 static bool compare(qkv_st_file *f, const char *key, const char *what, const qkv_tensor *got) {
     char label[256];
     snprintf(label, sizeof label, "%s %s", key, what);
-    qkv_tensor *want = read(f, key, what);
+    qkv_tensor *want = fixture_read(f, key, what);
     bool ok = want && got && test_allclose(label, got, want, 1e-4, 1e-5);
     if (!got) printf("  %s: missing result\n", label);
     qkv_tensor_free(want);
@@ -300,9 +300,9 @@ static bool fixture_layer(qkv_st_file *f, int kind, int layers, bool bi) {
             ok = false;
         }
     }
-    qkv_tensor *x = read(f, key, "x"), *len = read(f, key, "lengths"), *h0 = read(f, key, "h0");
-    qkv_tensor *c0 = lstm ? read(f, key, "c0") : NULL, *gout = read(f, key, "gout"), *ghn = read(f, key, "gh_n");
-    qkv_tensor *gcn = lstm ? read(f, key, "gc_n") : NULL;
+    qkv_tensor *x = fixture_read(f, key, "x"), *len = fixture_read(f, key, "lengths"), *h0 = fixture_read(f, key, "h0");
+    qkv_tensor *c0 = lstm ? fixture_read(f, key, "c0") : NULL, *gout = fixture_read(f, key, "gout"), *ghn = fixture_read(f, key, "gh_n");
+    qkv_tensor *gcn = lstm ? fixture_read(f, key, "gc_n") : NULL;
     qkv_ctx *c = qkv_ctx_new();
     if (ok && x && len && h0 && gout && ghn && (!lstm || (c0 && gcn))) {
         qkv_tensor_set_requires_grad(x, true);
@@ -340,13 +340,13 @@ static bool fixture_cell(qkv_st_file *f, int kind) {
     snprintf(key, sizeof key, "cell_%s", KIND_KEY[kind]);
     bool lstm = kind == QKV_RNN_LSTM, ok = true;
     const char *pn[4] = {"p.weight_ih", "p.weight_hh", "p.bias_ih", "p.bias_hh"};
-    qkv_tensor *w[4], *x = read(f, key, "x"), *h = read(f, key, "h"), *cs = lstm ? read(f, key, "c") : NULL;
+    qkv_tensor *w[4], *x = fixture_read(f, key, "x"), *h = fixture_read(f, key, "h"), *cs = lstm ? fixture_read(f, key, "c") : NULL;
     for (int k = 0; k < 4; k++) {
-        w[k] = read(f, key, pn[k]);
+        w[k] = fixture_read(f, key, pn[k]);
         if (w[k]) qkv_tensor_set_requires_grad(w[k], true);
         ok = ok && w[k];
     }
-    qkv_tensor *gh = read(f, key, "gh_out"), *gc = lstm ? read(f, key, "gc_out") : NULL;
+    qkv_tensor *gh = fixture_read(f, key, "gh_out"), *gc = lstm ? fixture_read(f, key, "gc_out") : NULL;
     qkv_ctx *c = qkv_ctx_new();
     if (ok && x && h && gh && (!lstm || (cs && gc))) {
         qkv_tensor_set_requires_grad(x, true);

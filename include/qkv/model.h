@@ -60,6 +60,9 @@ typedef struct qkv_model_type {
     const char *summary; /* one line for `qkv config show` */
     /* The complete default "model" object as JSON text (every field, with its default). */
     const char *default_config;
+    /* Overrides of the engine's "data" defaults this model needs, as a JSON object text, or NULL; e.g.
+     * {"cls_token": true} for a classifier that reads position 0. Users can still set them explicitly. */
+    const char *data_defaults;
     /* Build from a "model" config object (already merged over the defaults and validated for unknown keys).
      * Wrong types or out-of-range values: NULL with an error naming the key. */
     qkv_model *(*create)(const struct cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng);

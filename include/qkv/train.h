@@ -90,6 +90,32 @@ struct cJSON *qkv_run_eval(qkv_run *r, const char *split, const char *file);
  * seq2seq: QKV_ERR_UNSUPPORTED (use a decoder, e.g. qkv translate). */
 struct cJSON *qkv_run_predict(qkv_run *r, const char *text);
 
+/* What a trained model attends to for one input, for the viewer (`qkv viz`, `qkv demo`). Everything is heap memory
+ * owned by the struct: free with qkv_run_explanation_free. Classifiers fill label/probability; every model with
+ * attention fills maps (per layer: [heads, tokens, tokens] row-major); models without attention leave n_maps 0. */
+typedef struct qkv_run_explanation {
+    int n_tokens;
+    char **tokens;         /* the input as the model saw it (e.g. "[CLS]", "the", "food", ...) */
+    char *label;           /* predicted label (classify), or NULL */
+    double probability;    /* of the label, or -1 */
+    int n_maps, n_heads;
+    char **map_names;      /* "layer 1", ... */
+    char **map_kinds;      /* "self", "causal", "cross" */
+    float **weights;       /* n_maps arrays of n_heads * n_tokens * n_tokens */
+} qkv_run_explanation;
+qkv_status qkv_run_explain(qkv_run *r, const char *text, qkv_run_explanation *out);
+void qkv_run_explanation_free(qkv_run_explanation *e);
+
+/* The run's training log (log.jsonl) as curves for the viewer: train loss, dev loss and the dev metric against
+ * steps. Arrays are heap memory owned by the struct. */
+typedef struct qkv_run_curves {
+    int n_train, n_dev;
+    double *train_step, *train_loss, *dev_step, *dev_loss, *dev_metric;
+    char metric[32]; /* name of dev_metric ("accuracy", "perplexity", ...), "" if none */
+} qkv_run_curves;
+qkv_status qkv_run_read_curves(const char *run_dir, qkv_run_curves *out);
+void qkv_run_curves_free(qkv_run_curves *c);
+
 #ifdef __cplusplus
 }
 #endif

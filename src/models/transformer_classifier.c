@@ -345,6 +345,7 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .summary = "Transformer encoder (pre/post-LN, sinusoidal or learned positions), classifies from token 0 "
                "([CLS])",
     .default_config = default_config,
+    .data_defaults = "{\"cls_token\": true}",
     .create = tcls_create,
     .free = tcls_free,
     .loss = tcls_loss,

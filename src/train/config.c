@@ -202,6 +202,13 @@ cJSON *qkv_config_defaults(const qkv_model_type *type) {
     }
     cJSON_Delete(m);
     cJSON_ReplaceItemInObjectCaseSensitive(d, "model", model);
+    /* The model type's own data defaults (e.g. a [CLS] token for models that classify from position 0). */
+    cJSON *dd = type->data_defaults ? cJSON_Parse(type->data_defaults) : NULL;
+    cJSON *data = cJSON_GetObjectItemCaseSensitive(d, "data");
+    for (cJSON *it = dd ? dd->child : NULL; it && data; it = it->next)
+        if (cJSON_GetObjectItemCaseSensitive(data, it->string))
+            cJSON_ReplaceItemInObjectCaseSensitive(data, it->string, cJSON_Duplicate(it, true));
+    cJSON_Delete(dd);
     return d;
 }
 

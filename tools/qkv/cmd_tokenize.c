@@ -79,7 +79,7 @@ static qkv_status encode_line(tokenizer *t, const char *s, size_t len, qkv_encod
     return qkv_wordpiece_encode(t->wp, s, len, NULL, 0, true, e);
 }
 
-static int cmd_encode(int argc, char **argv, bool decode) {
+static int tokenize_encode(int argc, char **argv, bool decode) {
     tokenizer t = {0};
     bool tokens = false, cased = false;
     const char *path = "-";
@@ -149,7 +149,7 @@ static int cmd_encode(int argc, char **argv, bool decode) {
     return rc;
 }
 
-static int cmd_shard(int argc, char **argv) {
+static int tokenize_shard(int argc, char **argv) {
     tokenizer t = {0};
     bool cased = false;
     const char *out = NULL, *files[256];
@@ -207,7 +207,7 @@ static int cmd_shard(int argc, char **argv) {
     return rc;
 }
 
-static int cmd_train(int argc, char **argv) {
+static int tokenize_train(int argc, char **argv) {
     long vocab = 0, min_freq = 2;
     const char *dir = NULL, *files[256];
     int nf = 0;
@@ -258,10 +258,10 @@ static int cmd_train(int argc, char **argv) {
 
 static int run(int argc, char **argv) {
     if (argc < 2) return cli_error("tokenize", CLI_USAGE, "which action? encode, decode, shard or train");
-    if (!strcmp(argv[1], "encode")) return cmd_encode(argc - 1, argv + 1, false);
-    if (!strcmp(argv[1], "decode")) return cmd_encode(argc - 1, argv + 1, true);
-    if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "encode")) return tokenize_encode(argc - 1, argv + 1, false);
+    if (!strcmp(argv[1], "decode")) return tokenize_encode(argc - 1, argv + 1, true);
+    if (!strcmp(argv[1], "shard")) return tokenize_shard(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return tokenize_train(argc - 1, argv + 1);
     return cli_error("tokenize", CLI_USAGE, "unknown action '%s' (encode, decode, shard, train)", argv[1]);
 }
 

@@ -152,4 +152,4 @@ static int run(int argc, char **argv) {
     return CLI_OK;
 }
 
-const cli_command cmd_train_main = {"train", "train a model from a JSON config (resumable)", run, help};
+const cli_command cmd_train = {"train", "train a model from a JSON config (resumable)", run, help};

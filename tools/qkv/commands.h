@@ -5,13 +5,14 @@
 #include "cli.h"
 
 extern const cli_command cmd_demo;
+extern const cli_command cmd_viz;
 extern const cli_command cmd_bench;
 extern const cli_command cmd_bleu;
 extern const cli_command cmd_tokenize;
 extern const cli_command cmd_rouge;
 extern const cli_command cmd_embed;
 extern const cli_command cmd_attend;
-extern const cli_command cmd_train_main; /* not cmd_train: cmd_tokenize.c has a static function of that name */
+extern const cli_command cmd_train;
 extern const cli_command cmd_eval;
 extern const cli_command cmd_predict;
 extern const cli_command cmd_config;

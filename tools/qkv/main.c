@@ -7,17 +7,18 @@
 #include "qkv/qkv.h"
 
 static const cli_command *const commands[] = {
-    &cmd_train_main,
+    &cmd_demo,
+    &cmd_train,
     &cmd_eval,
     &cmd_predict,
+    &cmd_viz,
     &cmd_config,
-    &cmd_demo,
     &cmd_tokenize,
     &cmd_bleu,
     &cmd_rouge,
-    &cmd_bench,
     &cmd_embed,
     &cmd_attend,
+    &cmd_bench,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

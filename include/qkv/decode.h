@@ -1,0 +1,112 @@
+/* Text generation from language models: choosing the next token from logits (greedy, temperature, top-k, top-p,
+ * repetition penalty) and the generation loop (prompt, max tokens, stop tokens, seed, a callback per token).
+ *
+ * Decoding is incremental: a qkv_lm_decoder feeds one token per step and keeps what the model needs to continue
+ * (a Transformer's per-layer K/V cache, a recurrent network's state), so nothing is recomputed. Batch 1.
+ *
+ * Token choice, in this order (Hugging Face's logits processors, then warpers):
+ *   1. repetition penalty r (CTRL): every token already in the history (prompt + generated) has its logit divided
+ *      by r when positive and multiplied by r when negative; r = 1 is off.
+ *   2. temperature 0: greedy, the highest logit (lowest id among equals); steps 3-5 are skipped.
+ *   3. logits / temperature.
+ *   4. top-k (k > 0): keep the k highest logits (ties broken by lower id), the rest are removed.
+ *   5. top-p (p < 1): of the remaining tokens sorted by probability (descending, ties by lower id), keep the
+ *      shortest prefix whose total probability reaches p (at least one token).
+ *   6. draw from the softmax of what is kept, with the sampler's own Philox generator: a seed reproduces a sample.
+ *
+ * Ownership: a sampler owns its scratch memory; a decoder borrows the model (and its parameters) it was made from.
+ */
+#ifndef QKV_DECODE_H
+#define QKV_DECODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qkv/error.h"
+#include "qkv/model.h"
+#include "qkv/rng.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qkv_sample_opts {
+    float temperature;        /* 0 = greedy; else > 0 */
+    int64_t top_k;            /* 0 = off */
+    float top_p;              /* in (0, 1]; 1 = off */
+    float repetition_penalty; /* > 0; 1 = off */
+} qkv_sample_opts;
+
+/* temperature 1, top_k 0, top_p 1, repetition_penalty 1: plain sampling from the softmax. */
+qkv_sample_opts qkv_sample_defaults(void);
+/* QKV_ERR_INVALID naming the field when an option is out of range. */
+qkv_status qkv_sample_check(const qkv_sample_opts *o);
+
+typedef struct qkv_sampler qkv_sampler;
+
+/* NULL (error set) on bad options or vocab < 1. */
+qkv_sampler *qkv_sampler_new(int64_t vocab, const qkv_sample_opts *o, uint64_t seed);
+void qkv_sampler_free(qkv_sampler *s);
+
+/* Steps 1 and 3-5 on logits[0..vocab) in place: removed entries become -inf, kept ones hold their processed
+ * logits (penalised, divided by the temperature). Greedy options leave only the argmax. Returns the number kept.
+ * history: previous tokens (n_history of them, ids outside the vocabulary are ignored), may be NULL. */
+int64_t qkv_sampler_filter(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history);
+/* The next token: filter, then draw (or the argmax when greedy). Overwrites logits. */
+int32_t qkv_sampler_next(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history);
+
+/* Index of the largest value (the lowest index among equals); -1 if n < 1. */
+int64_t qkv_argmax(const float *x, int64_t n);
+
+/* ---- Incremental decoders of the LM model types ("gpt": KV cache; "rnnlm": carried state). ---- */
+typedef struct qkv_lm_decoder qkv_lm_decoder;
+
+/* A decoder for a model made by type->create. NULL (error) if the type has no incremental decoder. */
+qkv_lm_decoder *qkv_lm_decoder_new(const qkv_model_type *type, qkv_model *model);
+void qkv_lm_decoder_free(qkv_lm_decoder *d);
+int64_t qkv_lm_decoder_vocab(const qkv_lm_decoder *d);
+/* Positions the decoder can hold (a Transformer's n_ctx), or 0 when unlimited (recurrent). */
+int64_t qkv_lm_decoder_capacity(const qkv_lm_decoder *d);
+/* Start over: empty cache / zero state. A model that reads a start token (rnnlm's ShiftRight) is fed it here, so
+ * the next step's logits condition on it; qkv_lm_decoder_primed() then returns true and its logits are in
+ * qkv_lm_decoder_logits(). */
+qkv_status qkv_lm_decoder_reset(qkv_lm_decoder *d);
+bool qkv_lm_decoder_primed(const qkv_lm_decoder *d);
+/* Feed one token; its output logits (the distribution of the token after it) are then in qkv_lm_decoder_logits.
+ * Error when the context is full or the token is out of range. */
+qkv_status qkv_lm_decoder_step(qkv_lm_decoder *d, int32_t token);
+float *qkv_lm_decoder_logits(qkv_lm_decoder *d); /* [vocab], owned by the decoder, valid until the next step */
+
+/* ---- The generation loop ---- */
+/* Called with each generated token as soon as it is chosen; a non-zero return ends generation. */
+typedef int (*qkv_token_fn)(int32_t token, void *user);
+
+typedef struct qkv_gen_opts {
+    qkv_sample_opts sample;
+    int64_t max_new_tokens;   /* >= 0 */
+    const int32_t *stop;      /* generation ends when one of these is chosen (it is not emitted), or NULL */
+    int n_stop;
+    uint64_t seed;
+    qkv_token_fn on_token;    /* or NULL */
+    void *user;
+} qkv_gen_opts;
+
+qkv_gen_opts qkv_gen_defaults(void); /* greedy (temperature 0), 64 new tokens, no stop tokens, seed 0 */
+
+typedef enum qkv_gen_end {
+    QKV_GEN_MAX_TOKENS = 0, /* produced max_new_tokens */
+    QKV_GEN_STOP_TOKEN,     /* chose a stop token */
+    QKV_GEN_CALLBACK,       /* on_token asked to stop */
+    QKV_GEN_CONTEXT_FULL,   /* the decoder's capacity was reached */
+} qkv_gen_end;
+
+/* Resets d, feeds the prompt (n_prompt >= 1 unless the decoder is primed by its start token), then generates up
+ * to max_new_tokens tokens into out[0..capacity). Returns the number generated (>= 0), or -1 with an error set;
+ * *end (may be NULL) says why generation ended. */
+int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt, const qkv_gen_opts *o,
+                     int32_t *out, int64_t capacity, qkv_gen_end *end);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,425 @@
+/* GPT-2-style decoder-only Transformer LM: training forward through the ops (autograd gives the backward) and a
+ * KV-cached incremental decoder that runs without autograd. See include/qkv/gpt.h. */
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/gpt.h"
+#include "qkv/ops.h"
+
+qkv_gpt_config qkv_gpt_config_default(void) {
+    return (qkv_gpt_config){.vocab_size = 8192, .n_ctx = 256, .d_model = 384, .n_heads = 6, .d_ff = 1536,
+                            .n_layers = 6, .tied = true, .dropout = 0.0f, .ln_eps = 1e-5f, .init_std = 0.02f};
+}
+
+static qkv_status check_config(const qkv_gpt_config *c) {
+    if (c->vocab_size < 1) return qkv_error_set(QKV_ERR_INVALID, "gpt: vocab_size %lld < 1", (long long)c->vocab_size);
+    if (c->n_ctx < 1) return qkv_error_set(QKV_ERR_INVALID, "gpt: n_ctx %lld < 1", (long long)c->n_ctx);
+    if (c->n_layers < 1 || c->n_layers > QKV_GPT_MAX_LAYERS)
+        return qkv_error_set(QKV_ERR_INVALID, "gpt: n_layers %d outside 1..%d", c->n_layers, QKV_GPT_MAX_LAYERS);
+    if (c->n_heads < 1 || c->d_model < 1 || c->d_model % c->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID, "gpt: d_model %lld must be a positive multiple of n_heads %lld",
+                             (long long)c->d_model, (long long)c->n_heads);
+    if (c->d_ff < 1) return qkv_error_set(QKV_ERR_INVALID, "gpt: d_ff %lld < 1", (long long)c->d_ff);
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return qkv_error_set(QKV_ERR_INVALID, "gpt: dropout %g outside [0, 1)", (double)c->dropout);
+    if (!(c->ln_eps > 0.0f)) return qkv_error_set(QKV_ERR_INVALID, "gpt: ln_eps %g must be > 0", (double)c->ln_eps);
+    if (!(c->init_std >= 0.0f && isfinite(c->init_std)))
+        return qkv_error_set(QKV_ERR_INVALID, "gpt: init_std %g must be finite and >= 0", (double)c->init_std);
+    return QKV_OK;
+}
+
+/* A Linear [out, in] + bias [out]: weight normal(0, std) as torch_ref.py, bias as torch's Linear default. */
+static qkv_status add_linear(qkv_params *p, const char *prefix, int64_t in, int64_t out, float std, qkv_rng *rng,
+                             qkv_tensor **w, qkv_tensor **b) {
+    *w = qkv_params_add(p, prefix, "weight", QKV_DIMS(out, in));
+    *b = qkv_params_add(p, prefix, "bias", QKV_DIMS(out));
+    if (!*w || !*b) return qkv_last_status();
+    qkv_rng_fill_normal(rng, *w, 0.0f, std);
+    float bound = 1.0f / sqrtf((float)in);
+    qkv_rng_fill_uniform(rng, *b, -bound, bound);
+    return QKV_OK;
+}
+
+static qkv_status add_norm(qkv_params *p, const char *prefix, int64_t d, qkv_tensor **w, qkv_tensor **b) {
+    *w = qkv_params_add(p, prefix, "weight", QKV_DIMS(d));
+    *b = qkv_params_add(p, prefix, "bias", QKV_DIMS(d));
+    if (!*w || !*b) return qkv_last_status();
+    qkv_tensor_fill(*w, 1.0f);
+    return QKV_OK;
+}
+
+static const char *join(char *buf, size_t n, const char *prefix, const char *name) {
+    snprintf(buf, n, "%s%s%s", prefix && *prefix ? prefix : "", prefix && *prefix ? "." : "", name);
+    return buf;
+}
+
+qkv_gpt *qkv_gpt_new(const qkv_gpt_config *cfg, qkv_params *params, const char *prefix, qkv_rng *rng) {
+    if (check_config(cfg) != QKV_OK) return NULL;
+    qkv_gpt *m = calloc(1, sizeof *m);
+    if (!m) {
+        qkv_error_set(QKV_ERR_NOMEM, "gpt: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    int64_t V = cfg->vocab_size, d = cfg->d_model, f = cfg->d_ff;
+    float std = cfg->init_std;
+    char pre[160], name[224];
+    m->wte = qkv_params_add(params, join(pre, sizeof pre, prefix, "transformer.wte"), "weight", QKV_DIMS(V, d));
+    m->wpe = qkv_params_add(params, join(pre, sizeof pre, prefix, "transformer.wpe"), "weight",
+                            QKV_DIMS(cfg->n_ctx, d));
+    if (!m->wte || !m->wpe) goto fail;
+    qkv_rng_fill_normal(rng, m->wte, 0.0f, std);
+    qkv_rng_fill_normal(rng, m->wpe, 0.0f, std);
+    for (int l = 0; l < cfg->n_layers; l++) {
+        qkv_gpt_block *b = &m->h[l];
+        char blk[32];
+        snprintf(blk, sizeof blk, "transformer.h.%d", l);
+        join(pre, sizeof pre, prefix, blk);
+#define SUB(s) (snprintf(name, sizeof name, "%s." s, pre), name)
+        if (add_norm(params, SUB("ln_1"), d, &b->ln1_w, &b->ln1_b) ||
+            add_linear(params, SUB("attn.c_attn"), d, 3 * d, std, rng, &b->attn_w, &b->attn_b) ||
+            add_linear(params, SUB("attn.c_proj"), d, d, std, rng, &b->proj_w, &b->proj_b) ||
+            add_norm(params, SUB("ln_2"), d, &b->ln2_w, &b->ln2_b) ||
+            add_linear(params, SUB("mlp.c_fc"), d, f, std, rng, &b->fc_w, &b->fc_b) ||
+            add_linear(params, SUB("mlp.c_proj"), f, d, std, rng, &b->mproj_w, &b->mproj_b))
+            goto fail;
+#undef SUB
+    }
+    if (add_norm(params, join(pre, sizeof pre, prefix, "transformer.ln_f"), d, &m->lnf_w, &m->lnf_b)) goto fail;
+    if (cfg->tied) {
+        m->head = m->wte;
+    } else {
+        m->head = qkv_params_add(params, join(pre, sizeof pre, prefix, "lm_head"), "weight", QKV_DIMS(V, d));
+        if (!m->head) goto fail;
+        qkv_rng_fill_normal(rng, m->head, 0.0f, std);
+    }
+    return m;
+fail:
+    free(m);
+    return NULL;
+}
+
+void qkv_gpt_free(qkv_gpt *m) { free(m); }
+
+/* Causal self-attention of one block on h [B, T, d]. The fused c_attn weight [3d, d] is used through three row
+ * slices (contiguous views), one GEMM each, so every head split below stays a view. */
+static qkv_tensor *attention(qkv_ctx *ctx, const qkv_gpt *m, const qkv_gpt_block *b, qkv_tensor *h,
+                             qkv_tensor **weights) {
+    if (!h) return NULL;
+    int64_t B = h->shape[0], T = h->shape[1], d = m->cfg.d_model, H = m->cfg.n_heads;
+    qkv_tensor *qkv[3];
+    for (int i = 0; i < 3; i++) {
+        qkv_tensor *w = qkv_slice(ctx, b->attn_w, 0, i * d, (i + 1) * d, 1);
+        qkv_tensor *bias = qkv_slice(ctx, b->attn_b, 0, i * d, (i + 1) * d, 1);
+        qkv_tensor *y = qkv_reshape(ctx, qkv_linear(ctx, h, w, bias), QKV_DIMS(B, T, H, d / H));
+        qkv[i] = qkv_permute(ctx, y, (const int[]){0, 2, 1, 3});
+    }
+    qkv_sdpa_opts o = qkv_sdpa_defaults();
+    o.causal = true;
+    o.dropout = m->cfg.dropout;
+    o.weights = weights;
+    qkv_tensor *a = qkv_sdpa(ctx, qkv[0], qkv[1], qkv[2], &o);
+    qkv_tensor *merged = qkv_reshape(ctx, qkv_permute(ctx, a, (const int[]){0, 2, 1, 3}), QKV_DIMS(B, T, d));
+    return qkv_linear(ctx, merged, b->proj_w, b->proj_b);
+}
+
+qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps) {
+    if (!ids) return NULL;
+    const qkv_gpt_config *c = &m->cfg;
+    if (ids->dtype != QKV_I32 || ids->ndim != 2) {
+        qkv_error_set(QKV_ERR_INVALID, "gpt: ids must be int32 [batch, time]");
+        return NULL;
+    }
+    int64_t T = ids->shape[1];
+    if (T < 1 || T > c->n_ctx) {
+        qkv_error_set(QKV_ERR_RANGE, "gpt: sequence length %lld outside 1..n_ctx (%lld)", (long long)T,
+                      (long long)c->n_ctx);
+        return NULL;
+    }
+    if (maps) {
+        memset(maps, 0, sizeof *maps);
+        maps->n_layers = c->n_layers < 32 ? c->n_layers : 32;
+    }
+    qkv_tensor *x = qkv_add(ctx, qkv_embedding(ctx, m->wte, ids), qkv_slice(ctx, m->wpe, 0, 0, T, 1));
+    x = qkv_dropout(ctx, x, c->dropout);
+    for (int l = 0; l < c->n_layers; l++) {
+        const qkv_gpt_block *b = &m->h[l];
+        qkv_tensor **w = maps && l < 32 ? &maps->weights[l] : NULL;
+        if (w) maps->kind[l] = "causal";
+        qkv_tensor *a = attention(ctx, m, b, qkv_layer_norm(ctx, x, b->ln1_w, b->ln1_b, c->ln_eps), w);
+        x = qkv_add(ctx, x, qkv_dropout(ctx, a, c->dropout));
+        qkv_tensor *h = qkv_layer_norm(ctx, x, b->ln2_w, b->ln2_b, c->ln_eps);
+        h = qkv_linear(ctx, qkv_gelu_tanh(ctx, qkv_linear(ctx, h, b->fc_w, b->fc_b)), b->mproj_w, b->mproj_b);
+        x = qkv_add(ctx, x, qkv_dropout(ctx, h, c->dropout));
+    }
+    return qkv_linear(ctx, qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps), m->head, NULL);
+}
+
+/* ---- KV-cached decoding ---------------------------------------------------------------------------------- */
+
+struct qkv_gpt_decoder {
+    const qkv_gpt *m;
+    int batch;
+    int64_t pos;
+    float *k, *v;   /* [L, batch, H, n_ctx, dh] */
+    float *scores;  /* [n_ctx] per (sequence, head) in turn */
+    qkv_ctx *ctx;   /* layer norms and activations reuse the ops (same numerics as training); grad off */
+};
+
+qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
+    if (!m || batch < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "gpt decoder: batch %d must be >= 1", batch);
+        return NULL;
+    }
+    const qkv_gpt_config *c = &m->cfg;
+    size_t cache = (size_t)c->n_layers * (size_t)batch * (size_t)c->n_ctx * (size_t)c->d_model;
+    qkv_gpt_decoder *d = calloc(1, sizeof *d);
+    if (d) {
+        d->k = malloc(sizeof(float) * cache);
+        d->v = malloc(sizeof(float) * cache);
+        d->scores = malloc(sizeof(float) * (size_t)c->n_ctx);
+        d->ctx = qkv_ctx_new();
+    }
+    if (!d || !d->k || !d->v || !d->scores || !d->ctx) {
+        qkv_gpt_decoder_free(d);
+        qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a %zu-float KV cache", 2 * cache);
+        return NULL;
+    }
+    d->m = m;
+    d->batch = batch;
+    qkv_ctx_set_grad(d->ctx, false);
+    qkv_ctx_set_training(d->ctx, false);
+    return d;
+}
+
+void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
+    if (!d) return;
+    free(d->k);
+    free(d->v);
+    free(d->scores);
+    qkv_ctx_free(d->ctx);
+    free(d);
+}
+
+void qkv_gpt_decoder_reset(qkv_gpt_decoder *d) { d->pos = 0; }
+int64_t qkv_gpt_decoder_pos(const qkv_gpt_decoder *d) { return d->pos; }
+
+/* One output of a GEMV: W's row . x, with 32 independent partial sums so the loop runs at load speed. */
+static inline float row_dot(const float *restrict w, const float *restrict x, int64_t in) {
+    float acc[32] = {0};
+    int64_t k = 0;
+    for (; k + 32 <= in; k += 32)
+        for (int j = 0; j < 32; j++) acc[j] += w[k + j] * x[k + j];
+    float s = 0.0f;
+    for (int j = 0; j < 32; j++) s += acc[j];
+    for (; k < in; k++) s += w[k] * x[k];
+    return s;
+}
+
+/* y [n, out] = x [n, in] W^T (+ bias). Batch-1 decoding reads every weight once per token and is bound by memory
+ * bandwidth: our own GEMV splits the rows of W over the threads in one OpenMP region (OpenBLAS's threaded sgemv
+ * spent most of its time in the thread pool's spin-waits at these sizes). Several rows use sgemm. */
+static void dense(const float *x, int n, const qkv_tensor *w, const qkv_tensor *bias, float *y) {
+    int64_t out = w->shape[0], in = w->shape[1];
+    const float *W = w->data, *b = bias ? bias->data : NULL;
+    if (n == 1) {
+#pragma omp parallel for schedule(static) if (out * in >= (1 << 15))
+        for (int64_t i = 0; i < out; i++) {
+            float s = row_dot(W + i * in, x, in);
+            y[i] = b ? b[i] + s : s;
+        }
+        return;
+    }
+    if (b)
+        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * out, b, sizeof(float) * (size_t)out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)out, (int)in, 1.0f, x, (int)in, W, (int)in,
+                b ? 1.0f : 0.0f, y, (int)out);
+}
+
+/* One query (this position) against the cached keys 0..pos of one (sequence, head); writes dh outputs. */
+static void attend(const float *q, const float *K, const float *Vc, int64_t n, int64_t dh, float scale,
+                   float *s, float *out) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        float acc = 0.0f;
+        for (int64_t e = 0; e < dh; e++) acc += q[e] * K[j * dh + e];
+        s[j] = acc * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
+    float inv = 1.0f / sum;
+    for (int64_t e = 0; e < dh; e++) out[e] = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float p = s[j] * inv;
+        for (int64_t e = 0; e < dh; e++) out[e] += p * Vc[j * dh + e];
+    }
+}
+
+qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float *logits) {
+    const qkv_gpt *m = d->m;
+    const qkv_gpt_config *c = &m->cfg;
+    int Bn = d->batch;
+    int64_t D = c->d_model, H = c->n_heads, dh = D / H, F = c->d_ff, N = c->n_ctx, pos = d->pos;
+    if (pos >= N) return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: context of %lld positions is full", (long long)N);
+    for (int b = 0; b < Bn; b++)
+        if (tokens[b] < 0 || tokens[b] >= c->vocab_size)
+            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: token %d outside [0, %lld)", (int)tokens[b],
+                                 (long long)c->vocab_size);
+    qkv_ctx *ctx = d->ctx;
+    qkv_ctx_reset(ctx);
+    qkv_tensor *x = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
+    qkv_tensor *qkv = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, 3 * D));
+    qkv_tensor *att = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
+    qkv_tensor *ff = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, F));
+    qkv_tensor *y = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
+    if (!x || !qkv || !att || !ff || !y) return qkv_last_status();
+    float *xs = qkv_f32(x);
+    for (int b = 0; b < Bn; b++)
+        for (int64_t e = 0; e < D; e++)
+            xs[b * D + e] = qkv_f32(m->wte)[tokens[b] * D + e] + qkv_f32(m->wpe)[pos * D + e];
+    float scale = 1.0f / sqrtf((float)dh);
+    size_t layer_stride = (size_t)Bn * (size_t)N * (size_t)D;
+    for (int l = 0; l < c->n_layers; l++) {
+        const qkv_gpt_block *blk = &m->h[l];
+        qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
+        if (!h) return qkv_last_status();
+        dense(qkv_f32(h), Bn, blk->attn_w, blk->attn_b, qkv_f32(qkv));
+        float *kl = d->k + l * layer_stride, *vl = d->v + l * layer_stride;
+        for (int b = 0; b < Bn; b++) {
+            const float *row = qkv_f32(qkv) + (size_t)b * 3 * D;
+            for (int64_t hd = 0; hd < H; hd++) {
+                size_t base = (((size_t)b * H + hd) * N) * dh;
+                memcpy(kl + base + pos * dh, row + D + hd * dh, sizeof(float) * dh);
+                memcpy(vl + base + pos * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
+                attend(row + hd * dh, kl + base, vl + base, pos + 1, dh, scale, d->scores,
+                       qkv_f32(att) + b * D + hd * dh);
+            }
+        }
+        dense(qkv_f32(att), Bn, blk->proj_w, blk->proj_b, qkv_f32(y));
+        for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
+        h = qkv_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, c->ln_eps);
+        if (!h) return qkv_last_status();
+        dense(qkv_f32(h), Bn, blk->fc_w, blk->fc_b, qkv_f32(ff));
+        qkv_tensor *g = qkv_gelu_tanh(ctx, ff);
+        if (!g) return qkv_last_status();
+        dense(qkv_f32(g), Bn, blk->mproj_w, blk->mproj_b, qkv_f32(y));
+        for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
+    }
+    qkv_tensor *h = qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps);
+    if (!h) return qkv_last_status();
+    dense(qkv_f32(h), Bn, m->head, NULL, logits);
+    d->pos++;
+    return QKV_OK;
+}
+
+/* ---- The model type ---------------------------------------------------------------------------------------- */
+
+static bool get_num(const cJSON *cfg, const char *key, double lo, double hi, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return true; /* keep the default */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
+        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected a number in [%g, %g]", key, lo, hi);
+        return false;
+    }
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_int(const cJSON *cfg, const char *key, double lo, double hi, int64_t *out) {
+    double x = (double)*out;
+    if (!get_num(cfg, key, lo, hi, &x)) return false;
+    if (x != floor(x)) {
+        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected an integer, got %g", key, x);
+        return false;
+    }
+    *out = (int64_t)x;
+    return true;
+}
+
+static bool get_bool(const cJSON *cfg, const char *key, bool *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return true;
+    if (!cJSON_IsBool(v)) {
+        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected true or false", key);
+        return false;
+    }
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static qkv_model *gpt_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    qkv_gpt_config c = qkv_gpt_config_default();
+    int64_t layers = c.n_layers;
+    double dropout = c.dropout, eps = c.ln_eps, std = c.init_std;
+    c.vocab_size = info ? info->vocab_size : 0;
+    if (info && info->max_len > 0) c.n_ctx = info->max_len;
+    if (!get_int(cfg, "d_model", 1, 1 << 16, &c.d_model) || !get_int(cfg, "n_heads", 1, 1024, &c.n_heads) ||
+        !get_int(cfg, "d_ff", 1, 1 << 20, &c.d_ff) || !get_int(cfg, "n_layers", 1, QKV_GPT_MAX_LAYERS, &layers) ||
+        !get_int(cfg, "n_ctx", 0, 1 << 20, &c.n_ctx) || !get_bool(cfg, "tied", &c.tied) ||
+        !get_num(cfg, "dropout", 0, 0.999999, &dropout) || !get_num(cfg, "ln_eps", 1e-12, 1, &eps) ||
+        !get_num(cfg, "init_std", 0, 10, &std))
+        return NULL;
+    if (c.n_ctx == 0) c.n_ctx = info && info->max_len > 0 ? info->max_len : 256;
+    c.n_layers = (int)layers;
+    c.dropout = (float)dropout;
+    c.ln_eps = (float)eps;
+    c.init_std = (float)std;
+    return (qkv_model *)qkv_gpt_new(&c, params, NULL, rng);
+}
+
+static void gpt_free(qkv_model *m) { qkv_gpt_free((qkv_gpt *)m); }
+
+static qkv_tensor *gpt_fwd(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
+    return qkv_gpt_forward(ctx, (qkv_gpt *)m, b->ids, maps);
+}
+
+/* Token weights for the loss: the mask (1 = counted) times the optional per-token weights, as float32. */
+static qkv_tensor *loss_weights(qkv_ctx *ctx, const qkv_batch *b) {
+    qkv_tensor *w = NULL;
+    qkv_tensor *parts[2] = {b->mask, b->weights};
+    for (int i = 0; i < 2; i++) {
+        qkv_tensor *p = parts[i];
+        if (!p) continue;
+        if (p->dtype == QKV_I32) {
+            if (!qkv_is_contiguous(p)) {
+                qkv_error_set(QKV_ERR_INVALID, "gpt: an int32 loss mask must be contiguous");
+                return NULL;
+            }
+            qkv_tensor *f = qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape);
+            if (!f) return NULL;
+            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
+            p = f;
+        }
+        w = w ? qkv_mul(ctx, w, p) : p;
+    }
+    return w;
+}
+
+static qkv_tensor *gpt_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "gpt: the batch has no targets");
+        return NULL;
+    }
+    qkv_tensor *logits = qkv_gpt_forward(ctx, (qkv_gpt *)m, b->ids, NULL);
+    qkv_ce_opts o = qkv_ce_defaults();
+    o.token_weight = loss_weights(ctx, b);
+    if ((b->mask || b->weights) && !o.token_weight) return NULL;
+    return qkv_cross_entropy(ctx, logits, b->targets, &o);
+}
+
+const qkv_model_type qkv_model_gpt = {
+    .name = "gpt",
+    .task = "lm",
+    .summary = "GPT-2-style decoder-only Transformer LM (learned positions, pre-LN, GELU(tanh), tied head)",
+    .default_config = "{\"type\": \"gpt\", \"d_model\": 384, \"n_layers\": 6, \"n_heads\": 6, \"d_ff\": 1536, "
+                      "\"n_ctx\": 0, \"tied\": true, \"dropout\": 0.0, \"ln_eps\": 1e-5, \"init_std\": 0.02}",
+    .create = gpt_create,
+    .free = gpt_free,
+    .loss = gpt_loss,
+    .forward = gpt_fwd,
+};

@@ -1,0 +1,253 @@
+/* The Trax course's recurrent LM (ShiftRight -> Embedding -> n x GRU/LSTM -> Dense -> LogSoftmax) and its
+ * state-carrying decoder. See include/qkv/rnnlm.h. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/ops.h"
+#include "qkv/rnnlm.h"
+
+qkv_rnnlm_config qkv_rnnlm_config_default(void) {
+    return (qkv_rnnlm_config){.vocab_size = 256, .d_model = 512, .n_layers = 2, .kind = QKV_RNN_GRU,
+                              .dropout = 0.0f, .shift_right = true, .start_id = 0};
+}
+
+qkv_rnnlm *qkv_rnnlm_new(const qkv_rnnlm_config *cfg, qkv_params *params, qkv_rng *rng) {
+    if (cfg->kind != QKV_RNN_GRU && cfg->kind != QKV_RNN_LSTM) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm: the recurrent layer must be a GRU or an LSTM");
+        return NULL;
+    }
+    if (cfg->start_id < 0 || cfg->start_id >= cfg->vocab_size) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm: start_id %d outside the vocabulary [0, %lld)", (int)cfg->start_id,
+                      (long long)cfg->vocab_size);
+        return NULL;
+    }
+    qkv_rnnlm *m = calloc(1, sizeof *m);
+    if (!m) {
+        qkv_error_set(QKV_ERR_NOMEM, "rnnlm: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    qkv_rnn_config rc = qkv_rnn_config_default(cfg->kind, cfg->d_model, cfg->d_model);
+    rc.num_layers = cfg->n_layers;
+    rc.dropout = cfg->dropout;
+    if (qkv_nn_embedding_init(&m->embedding, params, "embedding", cfg->vocab_size, cfg->d_model, QKV_NN_NO_PADDING,
+                              false, rng) ||
+        qkv_rnn_init(&m->rnn, params, "rnn", &rc, rng) ||
+        qkv_nn_linear_init(&m->output, params, "output", cfg->d_model, cfg->vocab_size, true, rng)) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void qkv_rnnlm_free(qkv_rnnlm *m) { free(m); }
+
+qkv_tensor *qkv_rnnlm_forward(qkv_ctx *ctx, const qkv_rnnlm *m, qkv_tensor *inputs) {
+    if (!inputs) return NULL;
+    if (inputs->dtype != QKV_I32 || inputs->ndim != 2) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm: inputs must be int32 [batch, time]");
+        return NULL;
+    }
+    qkv_tensor *out = NULL;
+    qkv_tensor *x = qkv_nn_embedding_forward(ctx, &m->embedding, inputs);
+    if (!x || qkv_rnn_forward(ctx, &m->rnn, x, NULL, NULL, NULL, &out, NULL, NULL) != QKV_OK) return NULL;
+    return qkv_log_softmax(ctx, qkv_nn_linear_forward(ctx, &m->output, out), -1);
+}
+
+/* ---- Decoding with carried state ------------------------------------------------------------------------ */
+
+struct qkv_rnnlm_decoder {
+    const qkv_rnnlm *m;
+    int batch;
+    float *h, *c;  /* [n_layers, batch, d] each */
+    qkv_ctx *ctx;  /* grad off; reset every step, so a step allocates nothing after the first */
+};
+
+qkv_rnnlm_decoder *qkv_rnnlm_decoder_new(const qkv_rnnlm *m, int batch) {
+    if (!m || batch < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm decoder: batch %d must be >= 1", batch);
+        return NULL;
+    }
+    size_t n = (size_t)m->cfg.n_layers * (size_t)batch * (size_t)m->cfg.d_model;
+    qkv_rnnlm_decoder *d = calloc(1, sizeof *d);
+    if (d) {
+        d->h = calloc(n, sizeof(float));
+        d->c = calloc(n, sizeof(float));
+        d->ctx = qkv_ctx_new();
+    }
+    if (!d || !d->h || !d->c || !d->ctx) {
+        qkv_rnnlm_decoder_free(d);
+        qkv_error_set(QKV_ERR_NOMEM, "rnnlm decoder: out of memory");
+        return NULL;
+    }
+    d->m = m;
+    d->batch = batch;
+    qkv_ctx_set_grad(d->ctx, false);
+    qkv_ctx_set_training(d->ctx, false);
+    return d;
+}
+
+void qkv_rnnlm_decoder_free(qkv_rnnlm_decoder *d) {
+    if (!d) return;
+    free(d->h);
+    free(d->c);
+    qkv_ctx_free(d->ctx);
+    free(d);
+}
+
+void qkv_rnnlm_decoder_reset(qkv_rnnlm_decoder *d) {
+    size_t n = (size_t)d->m->cfg.n_layers * (size_t)d->batch * (size_t)d->m->cfg.d_model;
+    memset(d->h, 0, n * sizeof(float));
+    memset(d->c, 0, n * sizeof(float));
+}
+
+/* A context tensor [B, D] holding a copy of state row block `src`. */
+static qkv_tensor *state_tensor(qkv_ctx *ctx, const float *src, int64_t B, int64_t D) {
+    qkv_tensor *t = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(B, D));
+    if (t) memcpy(t->data, src, sizeof(float) * (size_t)(B * D));
+    return t;
+}
+
+qkv_status qkv_rnnlm_decoder_step(qkv_rnnlm_decoder *d, const int32_t *tokens, float *logprobs) {
+    const qkv_rnnlm *m = d->m;
+    int64_t B = d->batch, D = m->cfg.d_model, V = m->cfg.vocab_size;
+    for (int64_t b = 0; b < B; b++)
+        if (tokens[b] < 0 || tokens[b] >= V)
+            return qkv_error_set(QKV_ERR_RANGE, "rnnlm decoder: token %d outside [0, %lld)", (int)tokens[b],
+                                 (long long)V);
+    qkv_ctx *ctx = d->ctx;
+    qkv_ctx_reset(ctx);
+    qkv_tensor *ids = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B));
+    if (!ids) return qkv_last_status();
+    memcpy(ids->data, tokens, sizeof(int32_t) * (size_t)B);
+    qkv_tensor *x = qkv_nn_embedding_forward(ctx, &m->embedding, ids);
+    const qkv_rnn *r = &m->rnn;
+    for (int l = 0; l < m->cfg.n_layers && x; l++) {
+        float *hl = d->h + (size_t)l * B * D, *cl = d->c + (size_t)l * B * D;
+        qkv_tensor *h = state_tensor(ctx, hl, B, D), *hn = NULL, *cn = NULL;
+        if (m->cfg.kind == QKV_RNN_GRU) {
+            hn = qkv_gru_cell(ctx, x, h, r->w_ih[l][0], r->w_hh[l][0], r->b_ih[l][0], r->b_hh[l][0]);
+        } else {
+            qkv_tensor *c = state_tensor(ctx, cl, B, D);
+            if (qkv_lstm_cell(ctx, x, h, c, r->w_ih[l][0], r->w_hh[l][0], r->b_ih[l][0], r->b_hh[l][0], &hn, &cn))
+                return qkv_last_status();
+            if (cn) memcpy(cl, qkv_contiguous(ctx, cn)->data, sizeof(float) * (size_t)(B * D));
+        }
+        if (!hn || !(hn = qkv_contiguous(ctx, hn))) return qkv_last_status();
+        memcpy(hl, hn->data, sizeof(float) * (size_t)(B * D));
+        x = hn;
+    }
+    qkv_tensor *lp = qkv_contiguous(ctx, qkv_log_softmax(ctx, qkv_nn_linear_forward(ctx, &m->output, x), -1));
+    if (!lp) return qkv_last_status();
+    memcpy(logprobs, lp->data, sizeof(float) * (size_t)(B * V));
+    return QKV_OK;
+}
+
+/* ---- The model type ---------------------------------------------------------------------------------------- */
+
+static bool get_int(const cJSON *cfg, const char *key, double lo, double hi, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return true;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != floor(v->valuedouble)) {
+        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected an integer in [%g, %g]", key, lo, hi);
+        return false;
+    }
+    *out = (int64_t)v->valuedouble;
+    return true;
+}
+
+static qkv_model *rnnlm_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    qkv_rnnlm_config c = qkv_rnnlm_config_default();
+    c.vocab_size = info ? info->vocab_size : 0;
+    int64_t layers = c.n_layers, start = c.start_id;
+    if (!get_int(cfg, "d_model", 1, 1 << 16, &c.d_model) ||
+        !get_int(cfg, "n_layers", 1, QKV_RNN_MAX_LAYERS, &layers) ||
+        !get_int(cfg, "start_id", 0, 1 << 30, &start))
+        return NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "rnn");
+    if (v) {
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, "gru")) c.kind = QKV_RNN_GRU;
+        else if (cJSON_IsString(v) && !strcmp(v->valuestring, "lstm")) c.kind = QKV_RNN_LSTM;
+        else {
+            qkv_error_set(QKV_ERR_INVALID, "model.rnn: expected \"gru\" or \"lstm\"");
+            return NULL;
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(cfg, "dropout"))) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)) {
+            qkv_error_set(QKV_ERR_INVALID, "model.dropout: expected a number in [0, 1)");
+            return NULL;
+        }
+        c.dropout = (float)v->valuedouble;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(cfg, "shift_right"))) {
+        if (!cJSON_IsBool(v)) {
+            qkv_error_set(QKV_ERR_INVALID, "model.shift_right: expected true or false");
+            return NULL;
+        }
+        c.shift_right = cJSON_IsTrue(v);
+    }
+    c.n_layers = (int)layers;
+    c.start_id = (int32_t)start;
+    return (qkv_model *)qkv_rnnlm_new(&c, params, rng);
+}
+
+static void rnnlm_free(qkv_model *m) { qkv_rnnlm_free((qkv_rnnlm *)m); }
+
+static qkv_tensor *model_inputs(qkv_ctx *ctx, const qkv_rnnlm *m, const qkv_batch *b) {
+    if (!m->cfg.shift_right) return b->ids;
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm: the batch has no targets to shift right");
+        return NULL;
+    }
+    return qkv_nn_shift_right(ctx, b->targets, (float)m->cfg.start_id);
+}
+
+static qkv_tensor *rnnlm_fwd(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b, qkv_attention_maps *maps) {
+    if (maps) memset(maps, 0, sizeof *maps);
+    const qkv_rnnlm *m = (const qkv_rnnlm *)mm;
+    return qkv_rnnlm_forward(ctx, m, model_inputs(ctx, m, b));
+}
+
+static qkv_tensor *rnnlm_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b) {
+    const qkv_rnnlm *m = (const qkv_rnnlm *)mm;
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm: the batch has no targets");
+        return NULL;
+    }
+    qkv_tensor *lp = qkv_rnnlm_forward(ctx, m, model_inputs(ctx, m, b));
+    qkv_ce_opts o = qkv_ce_defaults();
+    qkv_tensor *parts[2] = {b->mask, b->weights};
+    for (int i = 0; i < 2; i++) {
+        qkv_tensor *p = parts[i];
+        if (!p) continue;
+        if (p->dtype == QKV_I32) {
+            if (!qkv_is_contiguous(p)) {
+                qkv_error_set(QKV_ERR_INVALID, "rnnlm: an int32 loss mask must be contiguous");
+                return NULL;
+            }
+            qkv_tensor *f = qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape);
+            if (!f) return NULL;
+            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
+            p = f;
+        }
+        o.token_weight = o.token_weight ? qkv_mul(ctx, o.token_weight, p) : p;
+        if (!o.token_weight) return NULL;
+    }
+    /* Log-probabilities are valid logits (log_softmax is idempotent), so cross-entropy applies as is. */
+    return qkv_cross_entropy(ctx, lp, b->targets, &o);
+}
+
+const qkv_model_type qkv_model_rnnlm = {
+    .name = "rnnlm",
+    .task = "lm",
+    .summary = "Trax-style recurrent LM: ShiftRight -> Embedding -> n x GRU/LSTM -> Dense -> LogSoftmax",
+    .default_config = "{\"type\": \"rnnlm\", \"rnn\": \"gru\", \"d_model\": 512, \"n_layers\": 2, "
+                      "\"dropout\": 0.0, \"shift_right\": true, \"start_id\": 0}",
+    .create = rnnlm_create,
+    .free = rnnlm_free,
+    .loss = rnnlm_loss,
+    .forward = rnnlm_fwd,
+};
