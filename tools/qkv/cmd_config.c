@@ -31,7 +31,10 @@ static int run(int argc, char **argv) {
     }
     cJSON *cfg = NULL;
     if (!strcmp(argv[1], "show")) {
-        if (argc != 3) return cli_error("config", CLI_USAGE, "usage: qkv config show TYPE");
+        if (argc != 3) {
+            qkv_model_type_find(""); /* the error message lists the known types */
+            return cli_error("config", CLI_USAGE, "usage: qkv config show TYPE, %s", strstr(qkv_last_error(), "(known"));
+        }
         const qkv_model_type *t = qkv_model_type_find(argv[2]);
         if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
         cfg = qkv_config_defaults(t);
