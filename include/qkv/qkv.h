@@ -30,6 +30,11 @@
 #include "qkv/train.h"
 #include "qkv/config.h"
 #include "qkv/plot.h"
+#include "qkv/gpt.h"
+#include "qkv/rnnlm.h"
+#include "qkv/decode.h"
+#include "qkv/seq2seq.h"
+#include "qkv/beam.h"
 
 #define QKV_VERSION "0.1.0"
 

@@ -1,0 +1,383 @@
+"""PyTorch side of the translation quality comparison (issue 10): the same data, tokenisation, model,
+hyperparameters and number of steps as bench/quality/translation.json gives `qkv train`, then test BLEU with greedy,
+beam 4 (GNMT length penalty) and MBR (samples scored against each other with sentence BLEU) decoding. Prints one
+JSON line per decoding mode.
+
+    /usr/bin/python3 bench/quality/translation.py --data ../shared/data/translation [--model transformer|lstm]
+        [--steps N] [--limit N] [--mbr-limit N] [--qkv build/qkv] [--threads 2]
+
+Tokenisation is qkv's word tokenizer as translation.json configures it (split on whitespace, case and punctuation
+kept, <pad> <unk> <s> </s> then the words by frequency), so both engines see the same ids. BLEU is corpus BLEU on
+the tokenised references: by `qkv bleu` when --qkv is given (sacrebleu-compatible), else sacrebleu if importable,
+else the small implementation below (same formula, exp smoothing)."""
+import argparse
+import collections
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+def read_tsv(path, limit=0):
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= 2:
+                pairs.append((parts[0].split(), parts[1].split()))
+            if limit and len(pairs) >= limit:
+                break
+    return pairs
+
+
+def build_vocab(seqs, min_freq, max_vocab):
+    c = collections.Counter(w for s in seqs for w in s)
+    words = sorted((w for w, n in c.items() if n >= min_freq), key=lambda w: (-c[w], w))
+    if max_vocab:
+        words = words[:max(0, max_vocab - 4)]
+    itos = ["<pad>", "<unk>", "<s>", "</s>"] + words
+    return {w: i for i, w in enumerate(itos)}, itos
+
+
+def encode(seq, stoi, max_len):
+    return [stoi.get(w, UNK) for w in seq[:max_len]]
+
+
+def sinusoid(max_len, d):
+    pe = torch.zeros(max_len, d)
+    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)
+    return pe
+
+
+class NMT(nn.Module):
+    """qkv's transformer_seq2seq: torch.nn.Transformer + scaled embeddings + sinusoidal positions + generator."""
+
+    def __init__(self, vs, vt, m, max_len):
+        super().__init__()
+        d = m["d_model"]
+        self.src_emb, self.tgt_emb = nn.Embedding(vs, d), nn.Embedding(vt, d)
+        self.register_buffer("pe", sinusoid(max_len, d))
+        self.drop = nn.Dropout(m["dropout"])
+        self.tf = nn.Transformer(d_model=d, nhead=m["n_heads"], num_encoder_layers=m["n_enc_layers"],
+                                 num_decoder_layers=m["n_dec_layers"], dim_feedforward=m["d_ff"],
+                                 dropout=m["dropout"], activation=m["activation"], batch_first=True,
+                                 norm_first=m["norm"] == "pre")
+        self.gen = nn.Linear(d, vt)
+        self.scale = math.sqrt(d)
+
+    def encode(self, src, pad):
+        x = self.drop(self.src_emb(src) * self.scale + self.pe[:src.shape[1]])
+        return self.tf.encoder(x, src_key_padding_mask=pad)
+
+    def decode(self, mem, pad, tgt):
+        T = tgt.shape[1]
+        x = self.drop(self.tgt_emb(tgt) * self.scale + self.pe[:T])
+        causal = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        return self.gen(self.tf.decoder(x, mem, tgt_mask=causal, memory_key_padding_mask=pad))
+
+    def forward(self, src, pad, tgt):
+        return self.decode(self.encode(src, pad), pad, tgt)
+
+
+class LSTMSeq2Seq(nn.Module):
+    """qkv's lstm_seq2seq with dot / general attention, without input feeding, no dropout."""
+
+    def __init__(self, vs, vt, m, max_len):
+        super().__init__()
+        e, h = m["embed"], m["hidden"]
+        self.src_emb, self.tgt_emb = nn.Embedding(vs, e), nn.Embedding(vt, e)
+        self.enc = nn.LSTM(e, h, m["n_layers"], batch_first=True)
+        self.dec = nn.LSTM(e, h, m["n_layers"], batch_first=True)
+        self.kind = m["attention"]
+        if self.kind == "general":
+            self.attn = nn.Module()
+            self.attn.W = nn.Linear(h, h, bias=False)
+        self.combine = nn.Linear(2 * h, h, bias=False)
+        self.gen = nn.Linear(h, vt)
+
+    def encode(self, src, pad):
+        lengths = (~pad).sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.src_emb(src), lengths, batch_first=True, enforce_sorted=False)
+        out, state = self.enc(packed)
+        henc, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        return henc, state
+
+    def decode_steps(self, mem, pad, tgt, state):
+        henc = mem
+        hdec, state = self.dec(self.tgt_emb(tgt), state)
+        keys = self.attn.W(henc) if self.kind == "general" else henc
+        a = (hdec @ keys.transpose(1, 2)).masked_fill(pad[:, None, :], float("-inf")).softmax(-1)
+        ctx = a @ henc
+        return self.gen(torch.tanh(self.combine(torch.cat([ctx, hdec], -1)))), state
+
+    def forward(self, src, pad, tgt):
+        henc, state = self.encode(src, pad)
+        return self.decode_steps(henc, pad, tgt, state)[0]
+
+
+def batches(data, bs, gen):
+    order = torch.randperm(len(data), generator=gen).tolist()
+    for i in range(0, len(order) - bs + 1, bs):
+        yield [data[j] for j in order[i:i + bs]]
+
+
+def collate(items):
+    S = max(len(s) for s, _ in items)
+    T = max(len(t) for _, t in items) + 1
+    src = torch.full((len(items), S), PAD, dtype=torch.long)
+    tin = torch.full((len(items), T), PAD, dtype=torch.long)
+    tout = torch.full((len(items), T), PAD, dtype=torch.long)
+    for i, (s, t) in enumerate(items):
+        src[i, :len(s)] = torch.tensor(s)
+        tin[i, :len(t) + 1] = torch.tensor([BOS] + t)
+        tout[i, :len(t) + 1] = torch.tensor(t + [EOS])
+    return src, src == PAD, tin, tout
+
+
+# ---- decoding: prefix re-run each step (simple and exact; speed is not what this script compares) ----
+def step_logprobs(model, mem, pad, prefix, state=None):
+    if isinstance(model, NMT):
+        return F.log_softmax(model.decode(mem, pad, prefix)[:, -1], -1), None
+    logits, state = model.decode_steps(mem, pad, prefix[:, -1:], state)
+    return F.log_softmax(logits[:, -1], -1), state
+
+
+def encode_one(model, src_ids):
+    src = torch.tensor([src_ids])
+    pad = src == PAD
+    if isinstance(model, NMT):
+        return model.encode(src, pad), pad, None
+    henc, state = model.encode(src, pad)
+    return henc, pad, state
+
+
+def ban(lp):
+    lp[:, PAD] = -float("inf")
+    lp[:, BOS] = -float("inf")
+    return lp
+
+
+def greedy(model, src_ids, max_len):
+    return sample(model, src_ids, max_len, 1, None)[0]
+
+
+def sample(model, src_ids, max_len, n, temperature, gen=None):
+    mem, pad, state = encode_one(model, src_ids)
+    if n > 1:
+        mem, pad = mem.expand(n, -1, -1), pad.expand(n, -1)
+        if state is not None:
+            state = tuple(s.expand(-1, n, -1).contiguous() for s in state)
+    prefix = torch.full((n, 1), BOS, dtype=torch.long)
+    out, done = [[] for _ in range(n)], [False] * n
+    for _ in range(max_len):
+        lp, state = step_logprobs(model, mem, pad, prefix, state)
+        lp = ban(lp)
+        if temperature is None:
+            nxt = lp.argmax(-1)
+        else:
+            nxt = torch.multinomial(F.softmax(lp / temperature, -1), 1, generator=gen)[:, 0]
+        for i in range(n):
+            if not done[i]:
+                out[i].append(int(nxt[i]))
+                done[i] = int(nxt[i]) == EOS
+        if all(done):
+            break
+        prefix = torch.cat([prefix, nxt[:, None]], 1)
+    return [[t for t in o if t != EOS] for o in out]
+
+
+def beam(model, src_ids, max_len, k, alpha):
+    mem, pad, state = encode_one(model, src_ids)
+    lpen = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
+    live = [([], 0.0)]
+    fin = []
+    for t in range(max_len):
+        n = len(live)
+        prefix = torch.tensor([[BOS] + h for h, _ in live])
+        m, p = mem.expand(n, -1, -1), pad.expand(n, -1)
+        if isinstance(model, NMT):
+            lp, _ = step_logprobs(model, m, p, prefix)
+        else:  # the LSTM re-runs its prefix from the encoder state (exact, no cache needed here)
+            init = tuple(s.expand(-1, n, -1).contiguous() for s in state)
+            logits, _ = model.decode_steps(m, p, prefix, init)
+            lp = F.log_softmax(logits[:, -1], -1)
+        lp = ban(lp)
+        scores = (torch.tensor([s for _, s in live])[:, None] + lp).view(-1)
+        top = scores.topk(min(2 * k, scores.numel()))
+        nxt = []
+        V = lp.shape[1]
+        for s, idx in zip(top.values.tolist(), top.indices.tolist()):
+            r, v = divmod(idx, V)
+            if v == EOS:
+                fin.append((live[r][0], s / lpen(t + 1)))
+            elif len(nxt) < k:
+                nxt.append((live[r][0] + [v], s))
+            if len(nxt) == k:
+                break
+        live = nxt
+        if len(fin) >= 1:
+            worst = sorted((s for _, s in fin), reverse=True)[0]
+            if max(s for _, s in live) / lpen(max_len) <= worst:
+                live = []
+                break
+    fin += [(h, s / lpen(len(h))) for h, s in live]
+    return max(fin, key=lambda x: x[1])[0]
+
+
+# ---- BLEU ----
+def ngrams(toks, n):
+    return collections.Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
+
+
+def bleu_stats(hyp, ref):
+    st = []
+    for n in range(1, 5):
+        h, r = ngrams(hyp, n), ngrams(ref, n)
+        st.append((sum(min(c, r[g]) for g, c in h.items()), max(len(hyp) - n + 1, 0)))
+    return st
+
+
+def bleu_from(stats, hl, rl, effective=False):
+    logp, k, used = 0.0, 1, 0
+    for m, t in stats:
+        if t == 0:
+            if effective:
+                continue
+            return 0.0
+        used += 1
+        if m == 0:
+            k *= 2
+            logp += math.log(100.0 / (k * t))
+        else:
+            logp += math.log(100.0 * m / t)
+    if used == 0:
+        return 0.0
+    bp = 1.0 if hl > rl else (math.exp(1 - rl / hl) if hl > 0 else 0.0)
+    return bp * math.exp(logp / used)
+
+
+def sentence_bleu(hyp, ref):
+    return bleu_from(bleu_stats(hyp, ref), len(hyp), len(ref), effective=True)
+
+
+def corpus_bleu(hyps, refs, qkv=None):
+    if qkv:
+        with tempfile.TemporaryDirectory() as d:
+            hp, rp = os.path.join(d, "hyp"), os.path.join(d, "ref")
+            open(hp, "w").write("\n".join(" ".join(h) for h in hyps) + "\n")
+            open(rp, "w").write("\n".join(" ".join(r) for r in refs) + "\n")
+            out = subprocess.run([qkv, "bleu", "-r", rp, "-i", hp, "--json"], capture_output=True, text=True, check=True)
+            return json.loads(out.stdout)["score"]
+    try:
+        import sacrebleu
+        return sacrebleu.corpus_bleu([" ".join(h) for h in hyps], [[" ".join(r) for r in refs]]).score
+    except ImportError:
+        tot = [[0, 0] for _ in range(4)]
+        hl = rl = 0
+        for h, r in zip(hyps, refs):
+            for i, (m, t) in enumerate(bleu_stats(h, r)):
+                tot[i][0] += m
+                tot[i][1] += t
+            hl, rl = hl + len(h), rl + len(r)
+        return bleu_from([tuple(x) for x in tot], hl, rl)
+
+
+def mbr(model, src_ids, max_len, n, gen):
+    cands = sample(model, src_ids, max_len, n, 1.0, gen)
+    best, best_e = 0, -1.0
+    for i, c in enumerate(cands):
+        e = sum(sentence_bleu(c, o) for j, o in enumerate(cands) if j != i) / max(len(cands) - 1, 1)
+        if e > best_e + 1e-12:
+            best, best_e = i, e
+    return cands[best]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "..", "shared", "data", "translation"))
+    ap.add_argument("--config", default=os.path.join(HERE, "translation.json"))
+    ap.add_argument("--model", choices=["transformer", "lstm"], default="transformer")
+    ap.add_argument("--steps", type=int, default=0, help="override train.steps")
+    ap.add_argument("--limit", type=int, default=0, help="test sentences to decode (0: all)")
+    ap.add_argument("--mbr-limit", type=int, default=200, help="test sentences for MBR (slow)")
+    ap.add_argument("--mbr-samples", type=int, default=16)
+    ap.add_argument("--qkv", default="", help="qkv binary for sacrebleu-compatible BLEU")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--decode-max-len", type=int, default=0, help="override decode.max_len (smoke tests)")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    cfg = json.load(open(a.config))
+    m = cfg["models"][a.model]
+    d, tr = cfg["data"], cfg["train"]
+    steps = a.steps or tr["steps"]
+    torch.manual_seed(cfg.get("seed", 1))
+    train = read_tsv(os.path.join(a.data, "train.tsv"))
+    test = read_tsv(os.path.join(a.data, "test.tsv"))
+    sstoi, _ = build_vocab([s for s, _ in train], d["min_freq"], d["max_vocab"])
+    tstoi, titos = build_vocab([t for _, t in train], d["min_freq"], d["max_vocab"])
+    L = d["max_len"]
+    data = [(encode(s, sstoi, L), encode(t, tstoi, L)) for s, t in train]
+    data = [x for x in data if x[0]]
+    model = (NMT if a.model == "transformer" else LSTMSeq2Seq)(len(sstoi), len(tstoi), m, m.get("max_len", L + 2))
+    o = tr["optimizer"]
+    opt = torch.optim.Adam(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    gen = torch.Generator().manual_seed(cfg.get("seed", 1))
+    t0, step, loss_v = time.time(), 0, float("nan")
+    model.train()
+    while step < steps:
+        for items in batches(data, tr["batch_size"], gen):
+            src, pad, tin, tout = collate(items)
+            loss = F.cross_entropy(model(src, pad, tin).reshape(-1, len(tstoi)), tout.reshape(-1), ignore_index=PAD)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if tr.get("clip_norm"):
+                nn.utils.clip_grad_norm_(model.parameters(), tr["clip_norm"])
+            opt.step()
+            step, loss_v = step + 1, loss.item()
+            if step >= steps:
+                break
+    train_s = time.time() - t0
+    model.eval()
+    test = test[:a.limit] if a.limit else test
+    refs = [t for _, t in test]
+    srcs = [encode(s, sstoi, L) or [UNK] for s, _ in test]
+    dec = cfg["decode"]
+    if a.decode_max_len:
+        dec["max_len"] = a.decode_max_len
+    base = {"bench": "translation_quality", "engine": "torch", "model": a.model, "steps": steps,
+            "train_s": round(train_s, 1), "final_loss": round(loss_v, 4), "test_sentences": len(test)}
+    sgen = torch.Generator().manual_seed(cfg.get("seed", 1))
+    with torch.no_grad():
+        for mode in ("greedy", "beam", "mbr"):
+            n = len(srcs) if mode != "mbr" else min(len(srcs), a.mbr_limit)
+            t1 = time.time()
+            hyps = []
+            for s in srcs[:n]:
+                if mode == "greedy":
+                    ids = greedy(model, s, dec["max_len"])
+                elif mode == "beam":
+                    ids = beam(model, s, dec["max_len"], dec["beam"], dec["alpha"])
+                else:
+                    ids = mbr(model, s, dec["max_len"], a.mbr_samples, sgen)
+                hyps.append([titos[i] for i in ids])
+            row = dict(base, decode=mode if mode != "beam" else "beam%d" % dec["beam"], sentences=n,
+                       bleu=round(corpus_bleu(hyps, refs[:n], a.qkv or None), 2),
+                       decode_s=round(time.time() - t1, 1))
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): reading "model" config
+ * keys with errors that name them, turning the data pipeline's masks (1 = token) into nn's padding masks
+ * (non-zero = padded), the masked loss, and the bits of decoding state both models keep. Not installed. */
+#ifndef QKV_SEQ2SEQ_INTERNAL_H
+#define QKV_SEQ2SEQ_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "qkv/model.h"
+#include "qkv/ops.h"
+#include "qkv/seq2seq.h"
+
+/* ---- config keys: absent keys keep *out (the defaults were merged in already) ---- */
+static inline qkv_status s2s_cfg_int(const cJSON *cfg, const char *model, const char *key, long lo, long hi,
+                                     int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi)
+        return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be an integer in [%ld, %ld]", model, key, lo, hi);
+    *out = (int64_t)v->valuedouble;
+    return QKV_OK;
+}
+
+static inline qkv_status s2s_cfg_float(const cJSON *cfg, const char *model, const char *key, double lo, double hi,
+                                       float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be a number in [%g, %g]", model, key, lo, hi);
+    *out = (float)v->valuedouble;
+    return QKV_OK;
+}
+
+static inline qkv_status s2s_cfg_bool(const cJSON *cfg, const char *model, const char *key, bool *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsBool(v)) return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be true or false", model, key);
+    *out = cJSON_IsTrue(v);
+    return QKV_OK;
+}
+
+/* The string value, *out untouched when absent; an error when present and not a string. */
+static inline qkv_status s2s_cfg_str(const cJSON *cfg, const char *model, const char *key, const char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return QKV_OK;
+    if (!cJSON_IsString(v)) return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be a string", model, key);
+    *out = v->valuestring;
+    return QKV_OK;
+}
+
+/* mask [B, T] (f32 or i32, 1 = token) -> float padding mask [B, T] (1 = padded), a context tensor; NULL -> NULL. */
+static inline qkv_tensor *s2s_pad_from_mask(qkv_ctx *ctx, const qkv_tensor *mask) {
+    if (!mask) return NULL;
+    if (mask->ndim != 2) {
+        qkv_error_set(QKV_ERR_INVALID, "seq2seq: a mask must be [batch, time], got %d dimensions", mask->ndim);
+        return NULL;
+    }
+    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_F32, 2, mask->shape);
+    if (!pad) return NULL;
+    float *p = qkv_f32(pad);
+    for (int64_t b = 0; b < mask->shape[0]; b++)
+        for (int64_t t = 0; t < mask->shape[1]; t++) {
+            int64_t off = b * mask->stride[0] + t * mask->stride[1];
+            bool tok = mask->dtype == QKV_F32 ? qkv_f32(mask)[off] != 0.0f : qkv_i32(mask)[off] != 0;
+            *p++ = tok ? 0.0f : 1.0f;
+        }
+    return pad;
+}
+
+/* Mean cross-entropy of logits [B, T, V] against targets [B, T], counting tokens where mask (1 = count) is set,
+ * times the optional per-token weights. */
+static inline qkv_tensor *s2s_masked_loss(qkv_ctx *ctx, qkv_tensor *logits, const qkv_batch *b) {
+    if (!logits) return NULL;
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "seq2seq loss: the batch has no targets");
+        return NULL;
+    }
+    qkv_ce_opts o = qkv_ce_defaults();
+    qkv_tensor *w = NULL;
+    if (b->mask) {
+        qkv_tensor *pad = s2s_pad_from_mask(ctx, b->mask);
+        w = qkv_affine(ctx, pad, -1.0f, 1.0f);
+        if (!w) return NULL;
+    }
+    if (b->weights) w = w ? qkv_mul(ctx, w, b->weights) : b->weights;
+    o.token_weight = w ? qkv_contiguous(ctx, w) : NULL;
+    return qkv_cross_entropy(ctx, logits, b->targets, &o);
+}
+
+/* In-place reorder of a decoding-state tensor t (a context tensor kept across steps): row i of axis 0 becomes old
+ * row idx[i]. Scratch goes to `work`. */
+static inline qkv_status s2s_reorder_rows(qkv_ctx *work, qkv_tensor *t, qkv_tensor *idx) {
+    qkv_tensor *moved = qkv_index_select(work, t, 0, idx);
+    if (!moved) return qkv_last_status();
+    return qkv_tensor_copy(t, moved);
+}
+
+/* int32 [n] context tensor holding a copy of v. */
+static inline qkv_tensor *s2s_ids(qkv_ctx *ctx, const int32_t *v, int64_t n) {
+    qkv_tensor *t = qkv_ctx_tensor(ctx, QKV_I32, 1, &n);
+    if (t) memcpy(t->data, v, sizeof(int32_t) * (size_t)n);
+    return t;
+}
+
+/* Source ids [n_src, S] and the padding mask (1 = padded) from lengths, both in ctx; also the row -> source map
+ * (rows_per_src consecutive rows per source) as an int32 [rows] index. */
+static inline qkv_status s2s_source(qkv_ctx *ctx, const int32_t *src, const int32_t *lengths, int n_src, int S,
+                                   int rows_per_src, qkv_tensor **ids, qkv_tensor **pad, qkv_tensor **row_src) {
+    if (!src || n_src < 1 || S < 1 || rows_per_src < 1)
+        return qkv_error_set(QKV_ERR_INVALID, "decode: need at least one source sentence of length >= 1 (got %d x %d, "
+                             "%d rows each)", n_src, S, rows_per_src);
+    *ids = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(n_src, S));
+    *pad = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(n_src, S));
+    *row_src = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS((int64_t)n_src * rows_per_src));
+    if (!*ids || !*pad || !*row_src) return qkv_last_status();
+    memcpy((*ids)->data, src, sizeof(int32_t) * (size_t)n_src * (size_t)S);
+    for (int i = 0; i < n_src; i++) {
+        int len = lengths ? lengths[i] : S;
+        if (len < 1 || len > S)
+            return qkv_error_set(QKV_ERR_INVALID, "decode: source %d has length %d (need 1..%d)", i, len, S);
+        for (int t = len; t < S; t++) qkv_f32(*pad)[(int64_t)i * S + t] = 1.0f;
+        for (int r = 0; r < rows_per_src; r++) qkv_i32(*row_src)[i * rows_per_src + r] = i;
+    }
+    return QKV_OK;
+}
+
+/* Contexts a decoding state uses: `keep` holds what lives across steps, `work` is reset at every step. Both in
+ * inference mode (no tape, no dropout). */
+static inline qkv_status s2s_contexts(qkv_ctx **keep, qkv_ctx **work) {
+    *keep = qkv_ctx_new();
+    *work = qkv_ctx_new();
+    if (!*keep || !*work) {
+        qkv_ctx_free(*keep);
+        qkv_ctx_free(*work);
+        return qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
+    }
+    qkv_ctx_set_grad(*keep, false);
+    qkv_ctx_set_grad(*work, false);
+    qkv_ctx_set_training(*keep, false);
+    qkv_ctx_set_training(*work, false);
+    return QKV_OK;
+}
+
+#endif

@@ -1,0 +1,371 @@
+/* Encoder-decoder Transformer for translation (torch.nn.Transformer + scaled embeddings, sinusoidal positions and
+ * a generator), incremental decoding with cached K/V, and the "transformer_seq2seq" model type. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/attention.h"
+#include "qkv/error.h"
+#include "qkv/ops.h"
+#include "seq2seq_internal.h"
+
+qkv_status qkv_tf_s2s_init(qkv_tf_s2s *m, qkv_params *params, const qkv_tf_s2s_config *cfg, qkv_rng *rng) {
+    memset(m, 0, sizeof *m);
+    if (!params || !cfg || !rng)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: params, cfg and rng are required");
+    if (cfg->src_vocab < 1 || cfg->tgt_vocab < 1 || cfg->max_len < 1)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: src_vocab %lld, tgt_vocab %lld and max_len %lld "
+                             "must be >= 1", (long long)cfg->src_vocab, (long long)cfg->tgt_vocab,
+                             (long long)cfg->max_len);
+    if (cfg->share_embeddings && cfg->src_vocab != cfg->tgt_vocab)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: share_embeddings needs src_vocab == tgt_vocab "
+                             "(%lld vs %lld)", (long long)cfg->src_vocab, (long long)cfg->tgt_vocab);
+    if (cfg->block.separate_proj)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "transformer_seq2seq: separate q/k/v projections are not supported "
+                             "(torch.nn.Transformer uses the fused in_proj)");
+    m->cfg = *cfg;
+    int64_t d = cfg->block.d_model;
+    qkv_status st;
+    if (cfg->share_embeddings) {
+        if ((st = qkv_nn_embedding_init(&m->src_emb, params, "emb", cfg->src_vocab, d, QKV_NN_NO_PADDING, true, rng)))
+            return st;
+        m->tgt_emb = m->src_emb;
+    } else if ((st = qkv_nn_embedding_init(&m->src_emb, params, "src_emb", cfg->src_vocab, d, QKV_NN_NO_PADDING, true,
+                                           rng)) ||
+               (st = qkv_nn_embedding_init(&m->tgt_emb, params, "tgt_emb", cfg->tgt_vocab, d, QKV_NN_NO_PADDING, true,
+                                           rng))) {
+        return st;
+    }
+    if ((st = qkv_nn_posenc_init(&m->pe, params, NULL, QKV_POSENC_SINUSOIDAL, cfg->max_len, d, cfg->block.dropout,
+                                 0.0f, rng)) ||
+        (st = qkv_nn_transformer_init(&m->tf, params, "tf", &cfg->block, cfg->n_enc_layers, cfg->n_dec_layers, rng)) ||
+        (st = qkv_nn_linear_init(&m->gen, params, "gen", d, cfg->tgt_vocab, true, rng)))
+        return st;
+    return QKV_OK;
+}
+
+static bool check_ids(const qkv_tensor *t, const char *what) {
+    if (t->dtype != QKV_I32 || t->ndim != 2) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: %s must be int32 [batch, time]", what);
+        return false;
+    }
+    return true;
+}
+
+qkv_tensor *qkv_tf_s2s_forward(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
+                               qkv_tensor *tgt, qkv_tensor **cross) {
+    if (!src || !tgt) return NULL;
+    if (!check_ids(src, "src") || !check_ids(tgt, "tgt")) return NULL;
+    if (src->shape[0] != tgt->shape[0]) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: src batch %lld != tgt batch %lld",
+                      (long long)src->shape[0], (long long)tgt->shape[0]);
+        return NULL;
+    }
+    qkv_tensor *xs = qkv_nn_posenc_forward(ctx, &m->pe, qkv_nn_embedding_forward(ctx, &m->src_emb, src), 0);
+    qkv_tensor *xt = qkv_nn_posenc_forward(ctx, &m->pe, qkv_nn_embedding_forward(ctx, &m->tgt_emb, tgt), 0);
+    qkv_nn_attn_mask smask = {.key_padding = src_pad}, tmask = {.causal = true};
+    qkv_tensor *mem = qkv_nn_encoder_forward(ctx, &m->tf.encoder, xs, &smask, NULL);
+    qkv_tensor *y = qkv_nn_decoder_forward(ctx, &m->tf.decoder, xt, mem, &tmask, &smask, NULL, cross);
+    return qkv_nn_linear_forward(ctx, &m->gen, y);
+}
+
+/* ---- incremental decoding ----
+ * Per decoder layer the state keeps the self-attention keys and values of every step so far ([rows, Tmax, H, dh],
+ * written one step at a time) and the cross-attention keys and values of the encoder memory ([rows, H, S, dh],
+ * projected once). A step then costs O(t) attention instead of re-running the whole prefix. */
+
+/* The decoder's qkv_s2s_state (beam.h keeps it opaque; each model has its own). */
+typedef struct tf_state {
+    const qkv_tf_s2s *m;
+    qkv_ctx *keep, *work;
+    int rows, S, t, max_steps;
+    qkv_tensor *pad;                                     /* [rows, S] */
+    qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
+    qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
+} tf_state;
+
+static void tf_free(qkv_s2s_state *st) {
+    tf_state *s = (tf_state *)st;
+    if (!s) return;
+    qkv_ctx_free(s->keep);
+    qkv_ctx_free(s->work);
+    free(s);
+}
+
+/* Rows [r0, r1) of a fused in_proj weight / bias: the q (0), k (1) or v (2) block. */
+static qkv_tensor *proj_block(qkv_ctx *ctx, qkv_tensor *w, int which, int64_t d) {
+    return w ? qkv_slice(ctx, w, 0, which * d, (which + 1) * d, 1) : NULL;
+}
+
+/* [rows, T, d] -> [rows, H, T, dh] (a view when x is contiguous). */
+static qkv_tensor *heads(qkv_ctx *ctx, qkv_tensor *x, int64_t H) {
+    if (!x) return NULL;
+    int64_t R = x->shape[0], T = x->shape[1], d = x->shape[2];
+    return qkv_permute(ctx, qkv_reshape(ctx, x, QKV_DIMS(R, T, H, d / H)), (const int[]){0, 2, 1, 3});
+}
+
+/* [rows, H, 1, dh] -> [rows, 1, d]. */
+static qkv_tensor *merge(qkv_ctx *ctx, qkv_tensor *o) {
+    if (!o) return NULL;
+    int64_t R = o->shape[0], H = o->shape[1], dh = o->shape[3];
+    return qkv_reshape(ctx, qkv_permute(ctx, o, (const int[]){0, 2, 1, 3}), QKV_DIMS(R, 1, H * dh));
+}
+
+static qkv_s2s_state *tf_start(const void *model, const int32_t *src, const int32_t *lengths, int n_src, int src_len,
+                               int rows_per_src, int max_steps) {
+    const qkv_tf_s2s *m = model;
+    int64_t d = m->cfg.block.d_model, H = m->cfg.block.nhead;
+    if (max_steps < 1 || max_steps > m->cfg.max_len || src_len > m->cfg.max_len) {
+        qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: %d steps / source length %d exceed max_len %lld",
+                      max_steps, src_len, (long long)m->cfg.max_len);
+        return NULL;
+    }
+    tf_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        qkv_error_set(QKV_ERR_NOMEM, "transformer_seq2seq decode: out of memory");
+        return NULL;
+    }
+    *s = (tf_state){.m = m, .rows = n_src * rows_per_src, .S = src_len, .max_steps = max_steps};
+    if (s2s_contexts(&s->keep, &s->work) != QKV_OK) {
+        free(s);
+        return NULL;
+    }
+    qkv_ctx *w = s->work, *k = s->keep;
+    qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL;
+    if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
+    for (int i = 0; i < n_src * src_len; i++)
+        if (src[i] < 0 || src[i] >= m->cfg.src_vocab) {
+            qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: source id %d out of [0, %lld)", src[i],
+                          (long long)m->cfg.src_vocab);
+            goto fail;
+        }
+    qkv_nn_attn_mask smask = {.key_padding = pad};
+    qkv_tensor *xs = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->src_emb, ids), 0);
+    qkv_tensor *mem = qkv_index_select(w, qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL), 0, row_src);
+    s->pad = qkv_ctx_tensor(k, QKV_F32, QKV_DIMS(s->rows, src_len));
+    if (!mem || !s->pad || qkv_tensor_copy(s->pad, qkv_index_select(w, pad, 0, row_src)) != QKV_OK) goto fail;
+    for (int l = 0; l < m->tf.decoder.num_layers; l++) {
+        const qkv_nn_mha *ca = &m->tf.decoder.layers[l].multihead_attn;
+        qkv_tensor *kk = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
+                                             proj_block(w, ca->in_proj_bias, 1, d)), H);
+        qkv_tensor *vv = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
+                                             proj_block(w, ca->in_proj_bias, 2, d)), H);
+        if (!kk || !vv) goto fail;
+        s->ck[l] = qkv_ctx_tensor(k, QKV_F32, 4, kk->shape);
+        s->cv[l] = qkv_ctx_tensor(k, QKV_F32, 4, vv->shape);
+        s->kc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, d / H));
+        s->vc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, d / H));
+        if (!s->ck[l] || !s->cv[l] || !s->kc[l] || !s->vc[l] || qkv_tensor_copy(s->ck[l], kk) ||
+            qkv_tensor_copy(s->cv[l], vv))
+            goto fail;
+    }
+    return (qkv_s2s_state *)s;
+fail:
+    tf_free((qkv_s2s_state *)s);
+    return NULL;
+}
+
+/* Self-attention of the new step's x [rows, 1, d] over the cached steps (its own K/V appended first). */
+static qkv_tensor *self_attn_step(tf_state *s, int l, qkv_tensor *x) {
+    qkv_ctx *w = s->work;
+    const qkv_nn_mha *sa = &s->m->tf.decoder.layers[l].self_attn;
+    int64_t R = s->rows, H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
+    qkv_tensor *qkv = qkv_linear(w, x, sa->in_proj_weight, sa->in_proj_bias);
+    qkv_tensor *parts[3];
+    if (!qkv || qkv_split(w, qkv, -1, 3, (const int64_t[]){d, d, d}, parts) != QKV_OK) return NULL;
+    qkv_tensor *kslot = qkv_slice(w, s->kc[l], 1, s->t, s->t + 1, 1), *vslot = qkv_slice(w, s->vc[l], 1, s->t, s->t + 1, 1);
+    if (!kslot || !vslot || qkv_tensor_copy(kslot, qkv_reshape(w, parts[1], QKV_DIMS(R, 1, H, d / H))) ||
+        qkv_tensor_copy(vslot, qkv_reshape(w, parts[2], QKV_DIMS(R, 1, H, d / H))))
+        return NULL;
+    const int perm[4] = {0, 2, 1, 3};
+    qkv_tensor *K = qkv_permute(w, qkv_slice(w, s->kc[l], 1, 0, s->t + 1, 1), perm);
+    qkv_tensor *V = qkv_permute(w, qkv_slice(w, s->vc[l], 1, 0, s->t + 1, 1), perm);
+    qkv_tensor *o = merge(w, qkv_sdpa(w, heads(w, qkv_contiguous(w, parts[0]), H), K, V, NULL));
+    return qkv_nn_linear_forward(w, &sa->out_proj, o);
+}
+
+static qkv_tensor *cross_attn_step(tf_state *s, int l, qkv_tensor *x, qkv_tensor **weights) {
+    qkv_ctx *w = s->work;
+    const qkv_nn_mha *ca = &s->m->tf.decoder.layers[l].multihead_attn;
+    int64_t H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
+    qkv_tensor *q = qkv_linear(w, x, proj_block(w, ca->in_proj_weight, 0, d), proj_block(w, ca->in_proj_bias, 0, d));
+    qkv_sdpa_opts o = qkv_sdpa_defaults();
+    o.key_padding = s->pad;
+    o.weights = weights;
+    return qkv_nn_linear_forward(w, &ca->out_proj, merge(w, qkv_sdpa(w, heads(w, q, H), s->ck[l], s->cv[l], &o)));
+}
+
+static qkv_tensor *ffn(qkv_ctx *w, const qkv_nn_decoder_layer *L, qkv_tensor *x) {
+    return qkv_nn_linear_forward(w, &L->linear2, qkv_nn_activate(w, L->cfg.activation,
+                                                                 qkv_nn_linear_forward(w, &L->linear1, x)));
+}
+
+static qkv_status tf_step(qkv_s2s_state *st, const int32_t *tokens, float *logprobs, float *attn) {
+    tf_state *s = (tf_state *)st;
+    const qkv_tf_s2s *m = s->m;
+    qkv_ctx *w = s->work;
+    qkv_ctx_reset(w);
+    if (s->t >= s->max_steps)
+        return qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: more than the %d steps prepared",
+                             s->max_steps);
+    for (int r = 0; r < s->rows; r++)
+        if (tokens[r] < 0 || tokens[r] >= m->cfg.tgt_vocab)
+            return qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: token %d out of [0, %lld)", tokens[r],
+                                 (long long)m->cfg.tgt_vocab);
+    qkv_tensor *ids = qkv_reshape(w, s2s_ids(w, tokens, s->rows), QKV_DIMS(s->rows, 1));
+    qkv_tensor *x = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->tgt_emb, ids), s->t);
+    qkv_tensor *cw = NULL;
+    int nl = m->tf.decoder.num_layers;
+    for (int l = 0; l < nl && x; l++) {
+        const qkv_nn_decoder_layer *L = &m->tf.decoder.layers[l];
+        qkv_tensor **wslot = (attn && l == nl - 1) ? &cw : NULL;
+        if (L->cfg.norm_first) {
+            x = qkv_add(w, x, self_attn_step(s, l, qkv_nn_layer_norm_forward(w, &L->norm1, x)));
+            x = qkv_add(w, x, cross_attn_step(s, l, qkv_nn_layer_norm_forward(w, &L->norm2, x), wslot));
+            x = qkv_add(w, x, ffn(w, L, qkv_nn_layer_norm_forward(w, &L->norm3, x)));
+        } else {
+            x = qkv_nn_layer_norm_forward(w, &L->norm1, qkv_add(w, x, self_attn_step(s, l, x)));
+            x = qkv_nn_layer_norm_forward(w, &L->norm2, qkv_add(w, x, cross_attn_step(s, l, x, wslot)));
+            x = qkv_nn_layer_norm_forward(w, &L->norm3, qkv_add(w, x, ffn(w, L, x)));
+        }
+    }
+    if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
+    qkv_tensor *lp = qkv_contiguous(w, qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, x), -1));
+    if (!lp) return qkv_last_status();
+    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    if (attn) {
+        /* mean over heads of [rows, H, 1, S] */
+        qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
+        if (!a) return qkv_last_status();
+        memcpy(attn, a->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
+    }
+    s->t++;
+    return QKV_OK;
+}
+
+static qkv_status tf_reorder(qkv_s2s_state *st, const int32_t *from) {
+    tf_state *s = (tf_state *)st;
+    qkv_ctx_reset(s->work);
+    for (int r = 0; r < s->rows; r++)
+        if (from[r] < 0 || from[r] >= s->rows)
+            return qkv_error_set(QKV_ERR_RANGE, "decode reorder: row %d out of [0, %d)", from[r], s->rows);
+    qkv_tensor *idx = s2s_ids(s->work, from, s->rows);
+    if (!idx) return qkv_last_status();
+    qkv_status rc = s2s_reorder_rows(s->work, s->pad, idx);
+    for (int l = 0; !rc && l < s->m->tf.decoder.num_layers; l++) {
+        /* only the first t steps of the caches hold anything */
+        qkv_tensor *k = qkv_slice(s->work, s->kc[l], 1, 0, s->t > 0 ? s->t : 1, 1);
+        qkv_tensor *v = qkv_slice(s->work, s->vc[l], 1, 0, s->t > 0 ? s->t : 1, 1);
+        if (!k || !v) return qkv_last_status();
+        if ((rc = s2s_reorder_rows(s->work, k, idx)) || (rc = s2s_reorder_rows(s->work, v, idx)) ||
+            (rc = s2s_reorder_rows(s->work, s->ck[l], idx)) || (rc = s2s_reorder_rows(s->work, s->cv[l], idx)))
+            return rc;
+    }
+    return rc;
+}
+
+qkv_s2s_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m) {
+    return (qkv_s2s_decoder){.model = m, .vocab = m->cfg.tgt_vocab, .start = tf_start, .step = tf_step,
+                             .reorder = tf_reorder, .free = tf_free};
+}
+
+/* ---- the "transformer_seq2seq" model type ---- */
+
+typedef struct tf_model {
+    qkv_tf_s2s m; /* first: qkv_seq2seq_decoder_of casts */
+} tf_model;
+
+static qkv_model *tf_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    const char *who = "transformer_seq2seq";
+    if (!info || info->vocab_size < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: the task gives no vocabulary size", who);
+        return NULL;
+    }
+    qkv_tf_s2s_config c = {.src_vocab = info->vocab_size,
+                           .tgt_vocab = info->tgt_vocab_size > 0 ? info->tgt_vocab_size : info->vocab_size,
+                           .block = qkv_nn_block_config_default(256, 4),
+                           .n_enc_layers = 3, .n_dec_layers = 3, .max_len = 256};
+    c.block.dim_feedforward = 1024;
+    int64_t enc = 3, dec = 3;
+    const char *act = "relu", *norm = "post";
+    if (s2s_cfg_int(cfg, who, "d_model", 1, 1 << 16, &c.block.d_model) ||
+        s2s_cfg_int(cfg, who, "n_heads", 1, 1024, &c.block.nhead) ||
+        s2s_cfg_int(cfg, who, "d_ff", 1, 1 << 20, &c.block.dim_feedforward) ||
+        s2s_cfg_int(cfg, who, "n_enc_layers", 1, QKV_NN_MAX_LAYERS, &enc) ||
+        s2s_cfg_int(cfg, who, "n_dec_layers", 1, QKV_NN_MAX_LAYERS, &dec) ||
+        s2s_cfg_int(cfg, who, "max_len", 1, 1 << 20, &c.max_len) ||
+        s2s_cfg_float(cfg, who, "dropout", 0.0, 0.99, &c.block.dropout) || s2s_cfg_str(cfg, who, "activation", &act) ||
+        s2s_cfg_str(cfg, who, "norm", &norm) || s2s_cfg_bool(cfg, who, "share_embeddings", &c.share_embeddings))
+        return NULL;
+    if (info->max_len > c.max_len) c.max_len = info->max_len;
+    c.n_enc_layers = (int)enc;
+    c.n_dec_layers = (int)dec;
+    if (!qkv_activation_parse(act, &c.block.activation)) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: model.activation '%s' is not relu, gelu, gelu_tanh or tanh", who, act);
+        return NULL;
+    }
+    if (strcmp(norm, "pre") && strcmp(norm, "post")) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: model.norm '%s' must be \"pre\" or \"post\"", who, norm);
+        return NULL;
+    }
+    c.block.norm_first = !strcmp(norm, "pre");
+    if (c.block.d_model % c.block.nhead) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: model.d_model %lld is not divisible by model.n_heads %lld", who,
+                      (long long)c.block.d_model, (long long)c.block.nhead);
+        return NULL;
+    }
+    tf_model *tm = calloc(1, sizeof *tm);
+    if (!tm) {
+        qkv_error_set(QKV_ERR_NOMEM, "%s: out of memory", who);
+        return NULL;
+    }
+    if (qkv_tf_s2s_init(&tm->m, params, &c, rng) != QKV_OK) {
+        free(tm);
+        return NULL;
+    }
+    return (qkv_model *)tm;
+}
+
+static void tf_model_free(qkv_model *m) { free(m); }
+
+static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_batch *b, qkv_attention_maps *maps) {
+    tf_model *tm = (tf_model *)model;
+    if (!b->src_ids || !b->ids) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: the batch needs src_ids and ids (decoder inputs)");
+        return NULL;
+    }
+    qkv_tensor *pad = s2s_pad_from_mask(ctx, b->src_mask);
+    if (b->src_mask && !pad) return NULL;
+    int nl = tm->m.tf.decoder.num_layers;
+    if (maps && nl > 32) {
+        qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq: %d decoder layers exceed the 32 attention-map slots", nl);
+        return NULL;
+    }
+    qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0};
+    qkv_tensor *logits = qkv_tf_s2s_forward(ctx, &tm->m, b->src_ids, pad, b->ids, maps ? cross : NULL);
+    if (maps && logits) {
+        maps->n_layers = nl;
+        for (int l = 0; l < nl; l++) {
+            maps->kind[l] = "cross";
+            maps->weights[l] = cross[l];
+        }
+    }
+    return logits;
+}
+
+static qkv_tensor *tf_model_loss(qkv_ctx *ctx, qkv_model *model, const qkv_batch *b) {
+    return s2s_masked_loss(ctx, tf_model_forward(ctx, model, b, NULL), b);
+}
+
+const qkv_model_type qkv_model_transformer_seq2seq = {
+    .name = "transformer_seq2seq",
+    .task = "seq2seq",
+    .summary = "encoder-decoder Transformer (torch.nn.Transformer + embeddings, sinusoidal positions, generator)",
+    .default_config = "{\"type\": \"transformer_seq2seq\", \"d_model\": 256, \"n_heads\": 4, \"d_ff\": 1024, "
+                      "\"n_enc_layers\": 3, \"n_dec_layers\": 3, \"activation\": \"relu\", \"norm\": \"post\", "
+                      "\"dropout\": 0.1, \"max_len\": 256, \"share_embeddings\": false}",
+    .create = tf_create,
+    .free = tf_model_free,
+    .loss = tf_model_loss,
+    .forward = tf_model_forward,
+};
