@@ -1,5 +1,6 @@
 /* Matrix products, elementwise broadcasting and shape ops: gradient checks and PyTorch fixtures
  * (tests/ref/ops_core.py). */
+#include <math.h>
 #include <string.h>
 
 #include "gradcheck.h"
@@ -216,6 +217,27 @@ TEST(intermediate_gradients_are_readable) {
     qkv_ctx_free(c);
 }
 
+TEST(backward_with_never_writes_its_argument) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *w = gc_rand(45, -1, 1, QKV_DIMS(2, 2)), *g = gc_rand(46, -1, 1, QKV_DIMS(2, 2));
+    qkv_tensor *g0 = qkv_tensor_clone(g);
+    qkv_tensor_set_requires_grad(w, true);
+    qkv_tensor *y = qkv_scale(c, w, 2.0f);
+    CHECK_OK(qkv_backward_with(c, y, g));
+    CHECK_OK(qkv_backward_with(c, y, g)); /* twice on one graph: the leaf's gradients add, as in PyTorch */
+    CHECK(memcmp(g->data, g0->data, 4 * sizeof(float)) == 0);
+    for (int i = 0; i < 4; i++) CHECK(qkv_f32(w->grad)[i] == 2.0f * (2.0f * qkv_f32(g)[i]));
+    qkv_tensor *z = qkv_sum_all(c, qkv_mul(c, y, y)); /* and a scalar backward twice: 2 * dz/dw */
+    qkv_tensor_zero_grad(w);
+    CHECK_OK(qkv_backward(c, z));
+    CHECK_OK(qkv_backward(c, z));
+    for (int i = 0; i < 4; i++) CHECK(fabsf(qkv_f32(w->grad)[i] - 2.0f * 8.0f * qkv_f32(w)[i]) < 1e-5f);
+    qkv_tensor_free(w);
+    qkv_tensor_free(g);
+    qkv_tensor_free(g0);
+    qkv_ctx_free(c);
+}
+
 TEST(gradients_accumulate) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_tensor *w = gc_rand(43, -1, 1, QKV_DIMS(2, 2));
@@ -300,6 +322,7 @@ int main(void) {
     RUN(no_grad_records_nothing);
     RUN(steady_state_allocates_nothing);
     RUN(gradients_accumulate);
+    RUN(backward_with_never_writes_its_argument);
     RUN(intermediate_gradients_are_readable);
     RUN(pytorch_fixtures);
     return test_finish();

@@ -62,7 +62,9 @@ size_t qkv_ctx_arena_allocs(const qkv_ctx *ctx);
 
 /* Backpropagate from a scalar (numel 1) output: seeds d(out)=1. */
 qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out);
-/* Backpropagate from any output with a given upstream gradient (same shape as out). */
+/* Backpropagate from any output with a given upstream gradient (same shape as out, float32). A contiguous grad_out
+ * becomes out's gradient without a copy: it is read, never written, and must stay alive until the context is
+ * reset (out->grad points at it). */
 qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *grad_out);
 
 /* ---- Writing new differentiable ops -------------------------------------------------------------------------

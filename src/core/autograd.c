@@ -167,6 +167,19 @@ qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh) {
     return t->grad;
 }
 
+/* Before a pass: intermediate gradients from an earlier pass over the same tape are dropped (as PyTorch frees
+ * them), so a second backward propagates only its own seed. Leaves keep accumulating; so do tensors marked
+ * retain_grad, whose old gradient a second pass would count again: reset the context between passes instead. */
+static void clear_intermediate_grads(qkv_ctx *ctx) {
+    for (size_t k = 0; k < ctx->tape_len; k++) {
+        qkv_tensor *t = ctx->tape[k]->out;
+        if (t->grad && !(t->flags & (QKV_FLAG_RETAIN_GRAD | QKV_FLAG_HEAP))) {
+            t->grad = NULL;
+            t->flags &= ~(uint32_t)QKV__FLAG_BORROWED_GRAD;
+        }
+    }
+}
+
 static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
     /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
      * lead to `out` and have a gradient run. */
@@ -189,6 +202,7 @@ qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out) {
         return qkv_error_set(QKV_ERR_INVALID, "backward: output has %lld elements; pass a gradient with "
                                               "qkv_backward_with() for non-scalar outputs",
                              (long long)qkv_numel(out));
+    clear_intermediate_grads(ctx);
     qkv_tensor *g = qkv_grad_for(ctx, out);
     if (!g) return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
     qkv_f32(g)[0] += 1.0f;
@@ -203,14 +217,27 @@ qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *gr
     if (!qkv_same_shape(out, grad_out))
         return qkv_error_set(QKV_ERR_INVALID, "backward: gradient shape %s does not match output %s",
                              qkv_shape_str(grad_out, a, sizeof a), qkv_shape_str(out, b, sizeof b));
+    if (!(out->flags & QKV_FLAG_REQUIRES_GRAD))
+        return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
+    clear_intermediate_grads(ctx);
+    if (!out->grad && !(out->flags & QKV_FLAG_HEAP) && qkv_is_contiguous(grad_out)) {
+        /* Adopt the caller's gradient as out's: backward functions only read their output's gradient, so no copy
+         * is needed (the header asks grad_out to outlive the backward pass). */
+        out->grad = (qkv_tensor *)grad_out;
+        out->flags |= QKV__FLAG_BORROWED_GRAD;
+        return run_backward(ctx, out);
+    }
+    if (out->flags & QKV__FLAG_BORROWED_GRAD) { /* a second pass: never add into the caller's tensor */
+        qkv_tensor *own = qkv_ctx_tensor(ctx, QKV_F32, out->ndim, out->shape);
+        if (!own) return qkv_last_status();
+        memcpy(own->data, out->grad->data, (size_t)qkv_numel(own) * sizeof(float));
+        out->grad = own;
+        out->flags &= ~(uint32_t)QKV__FLAG_BORROWED_GRAD;
+    }
     bool fresh;
     qkv_tensor *g = qkv__grad_fresh(ctx, out, &fresh);
-    if (!g) return qkv_error_set(QKV_ERR_INVALID, "backward: output does not require grad");
-    if (fresh && qkv_is_contiguous(grad_out)) { /* a new buffer: one copy instead of zero-fill and add */
-        memcpy(g->data, grad_out->data, (size_t)qkv_numel(g) * sizeof(float));
-    } else {
-        if (fresh) memset(g->data, 0, (size_t)qkv_numel(g) * sizeof(float));
-        qkv__strided_add(g->data, grad_out); /* g is contiguous in out's shape; grad_out may have any strides */
-    }
+    if (!g) return qkv_last_status() ? qkv_last_status() : qkv_error_set(QKV_ERR_NOMEM, "backward: out of memory");
+    if (fresh) memset(g->data, 0, (size_t)qkv_numel(g) * sizeof(float));
+    qkv__strided_add(g->data, grad_out); /* g is contiguous in out's shape; grad_out may have any strides */
     return run_backward(ctx, out);
 }

@@ -9,6 +9,9 @@
 #include "qkv/error.h"
 #include "qkv/tensor.h"
 
+/* Internal tensor flag: .grad points at a caller's tensor (qkv_backward_with), to be copied before any write. */
+#define QKV__FLAG_BORROWED_GRAD (1u << 8)
+
 /* Largest tensor we accept: 2^40 elements; anything bigger is a corrupted size, not a model. */
 #define QKV_MAX_NUMEL ((int64_t)1 << 40)
 
