@@ -112,6 +112,11 @@ qkv_ce_opts qkv_ce_defaults(void);
 qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets, const qkv_ce_opts *opts);
 /* (a - b)^2 with a and b broadcast together; mean is over the broadcast elements (torch.nn.functional.mse_loss). */
 qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, qkv_reduction reduction);
+/* torch.nn.functional.binary_cross_entropy_with_logits: logits and float targets in [0, 1] (broadcast together),
+ * pos_weight (broadcast to them, e.g. [C]) or NULL; numerically stable for any logit. Gradients flow to logits and
+ * targets (not to pos_weight). */
+qkv_tensor *qkv_bce_with_logits(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets, qkv_tensor *pos_weight,
+                                qkv_reduction reduction);
 /* torch.nn.functional.cosine_similarity along axis, a and b broadcast together, as torch 1.13 computes it:
  * dot / (max(|a|, eps) * max(|b|, eps)), each norm clamped on its own. As in torch the clamp is invisible to the
  * backward (it uses d|a|/da = a / max(|a|, eps)), so for norms below eps the gradient is torch's, not the exact

@@ -328,6 +328,94 @@ qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, qkv_reduction re
     return out;
 }
 
+/* ---- binary cross-entropy on logits ----------------------------------------------------------------------------
+ * torch.nn.functional.binary_cross_entropy_with_logits: with L = 1 + (p - 1) y (p = pos_weight, 1 if absent),
+ *     loss = (1 - y) x + L softplus(-x),   softplus(-x) = log(1 + exp(-|x|)) + max(-x, 0)  (stable)
+ *     dloss/dx = (1 - y) - L sigmoid(-x),   dloss/dy = -x + (p - 1) softplus(-x). */
+
+typedef struct {
+    int n;
+    int64_t shape[QKV_MAX_DIMS];
+    const float *x, *y, *pw; /* expanded to the common shape; pw NULL = 1 */
+    qkv_reduction reduction;
+} bce_saved;
+
+static inline float softplus_neg(float x) { return log1pf(expf(-fabsf(x))) + (x < 0 ? -x : 0.0f); }
+
+static qkv_status bce_backward(qkv_ctx *ctx, qkv_node *nd) {
+    const bce_saved *s = nd->saved;
+    const float *g = nd->out->grad->data;
+    int64_t count = 1;
+    for (int d = 0; d < s->n; d++) count *= s->shape[d];
+    float *gx = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(count ? count : 1));
+    if (!gx) return qkv_last_status();
+    float k = s->reduction == QKV_REDUCE_MEAN ? g[0] / (float)count : g[0];
+    bool want_y = qkv_grad_for(ctx, nd->in[1]) != NULL;
+    for (int pass = 0; pass < (want_y ? 2 : 1); pass++) {
+#pragma omp parallel for schedule(static) if (count > PAR_MIN)
+        for (int64_t i = 0; i < count; i++) {
+            float x = s->x[i], y = s->y[i], p = s->pw ? s->pw[i] : 1.0f;
+            float up = s->reduction == QKV_REDUCE_NONE ? g[i] : k;
+            float d = pass == 0 ? (1.0f - y) - (1.0f + (p - 1.0f) * y) / (1.0f + expf(x))
+                                : -x + (p - 1.0f) * softplus_neg(x);
+            gx[i] = up * d;
+        }
+        add_grad(ctx, nd->in[pass], gx, s->n, s->shape);
+    }
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_bce_with_logits(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets, qkv_tensor *pos_weight,
+                                qkv_reduction reduction) {
+    if (!logits || !targets) return NULL;
+    if (!qkv__check_f32("bce_with_logits", logits, "logits") || !qkv__check_f32("bce_with_logits", targets, "targets") ||
+        (pos_weight && !qkv__check_f32("bce_with_logits", pos_weight, "pos_weight")) ||
+        !check_reduction("bce_with_logits", reduction))
+        return NULL;
+    bce_saved *s = qkv_ctx_alloc(ctx, sizeof *s);
+    if (!s || !qkv__broadcast_shape("bce_with_logits", logits, targets, &s->n, s->shape)) return NULL;
+    if (pos_weight) {
+        int n2;
+        int64_t sh2[QKV_MAX_DIMS];
+        qkv_tensor hdr = {.ndim = s->n};
+        memcpy(hdr.shape, s->shape, sizeof hdr.shape);
+        if (!qkv__broadcast_shape("bce_with_logits (pos_weight)", &hdr, pos_weight, &n2, sh2)) return NULL;
+        if (n2 != s->n || memcmp(sh2, s->shape, sizeof(int64_t) * (size_t)n2)) {
+            qkv_error_set(QKV_ERR_INVALID, "bce_with_logits: pos_weight must broadcast to the logits' shape");
+            return NULL;
+        }
+    }
+    s->reduction = reduction;
+    s->x = expand(ctx, logits, s->n, s->shape);
+    s->y = s->x ? expand(ctx, targets, s->n, s->shape) : NULL;
+    s->pw = pos_weight && s->y ? expand(ctx, pos_weight, s->n, s->shape) : NULL;
+    if (!s->y || (pos_weight && !s->pw)) return NULL;
+    int64_t count = 1;
+    for (int d = 0; d < s->n; d++) count *= s->shape[d];
+    float *l = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(count ? count : 1));
+    if (!l) return NULL;
+#pragma omp parallel for schedule(static) if (count > PAR_MIN)
+    for (int64_t i = 0; i < count; i++) {
+        float x = s->x[i], y = s->y[i], p = s->pw ? s->pw[i] : 1.0f;
+        l[i] = (1.0f - y) * x + (1.0f + (p - 1.0f) * y) * softplus_neg(x);
+    }
+    qkv_tensor *out;
+    if (reduction == QKV_REDUCE_NONE) {
+        out = qkv__out(ctx, QKV_F32, s->n, s->shape);
+        if (!out) return NULL;
+        memcpy(out->data, l, sizeof(float) * (size_t)count);
+    } else {
+        double total = 0;
+        for (int64_t i = 0; i < count; i++) total += l[i];
+        out = scalar_out(ctx, reduction == QKV_REDUCE_MEAN ? total / (double)count : total);
+        if (!out) return NULL;
+    }
+    qkv_tensor *in[2] = {logits, targets};
+    qkv_node *nd = qkv_record(ctx, out, "bce_with_logits", bce_backward, 2, in);
+    if (nd) nd->saved = s;
+    return out;
+}
+
 /* ---- cosine similarity -------------------------------------------------------------------------------------------
  * torch 1.13 clamps each squared norm from below by eps^2 in place under no_grad and sums (a / |a|) * (b / |b|):
  * so y = a.b / (max(|a|, eps) max(|b|, eps)), and autograd never sees the clamp: d|a|/da = a / |a| with the
