@@ -116,6 +116,13 @@ typedef struct qkv_run_curves {
 qkv_status qkv_run_read_curves(const char *run_dir, qkv_run_curves *out);
 void qkv_run_curves_free(qkv_run_curves *c);
 
+/* For decoding with a trained run (`qkv generate`): its model (borrowed, valid until qkv_run_free), and its
+ * tokenizer. Encoding adds no special tokens (WordPiece aside); *ids / *text are malloc'd, the caller frees them.
+ * Decoding joins word tokens with spaces, character and byte-level tokens with nothing. */
+qkv_model *qkv_run_model(qkv_run *r);
+qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n);
+qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text);
+
 #ifdef __cplusplus
 }
 #endif

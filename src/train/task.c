@@ -107,6 +107,10 @@ static qkv_status encode(task *t, const qkv_vocab *vocab, const char *text, size
     return st;
 }
 
+qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+    return encode(t, t->vocab, text, len, ids, n);
+}
+
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
 
 static qkv_dataset *read_rows(const task *t, const char *path) {

@@ -59,6 +59,9 @@ qkv_status task_load(task *t, const char *path, split *out);
 /* One text (classify, lm) as a split of one example (lm: one window over the whole text). */
 qkv_status task_encode_text(task *t, const char *text, split *out);
 void task_info(const task *t, qkv_task_info *info);
+/* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
+ * malloc'd (NULL when *n == 0). */
+qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
 void split_free(split *s);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */

@@ -11,6 +11,7 @@ static const cli_command *const commands[] = {
     &cmd_train,
     &cmd_eval,
     &cmd_predict,
+    &cmd_generate,
     &cmd_viz,
     &cmd_config,
     &cmd_tokenize,

@@ -1,0 +1,116 @@
+/* qkv generate: continue a prompt with a trained language model (gpt: KV cache; rnnlm: carried state). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qkv/decode.h"
+#include "qkv/train.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: qkv generate --run DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
+            "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n\n"
+            "Continues the prompt with the run's language model (gpt or rnnlm), printing tokens as they come.\n"
+            "Temperature 0 (the default) is greedy decoding; --top-k / --top-p restrict sampling to the k most\n"
+            "likely tokens / the smallest set with probability p. A seed reproduces a sample. Generation stops\n"
+            "after --max-tokens (default 200) or when the model's context is full.\n");
+}
+
+typedef struct {
+    qkv_run *r;
+    int32_t *hist;
+    size_t n, cap;
+    size_t printed; /* bytes of the decoded text already written */
+} stream;
+
+/* Decode the whole generated sequence and print what is new: byte-level tokens may split a character, and
+ * decoding everything keeps the output exactly equal to decode(ids). */
+static int on_token(int32_t token, void *user) {
+    stream *s = user;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        int32_t *h = realloc(s->hist, sizeof *h * s->cap);
+        if (!h) return 1;
+        s->hist = h;
+    }
+    s->hist[s->n++] = token;
+    char *text = NULL;
+    if (qkv_run_decode(s->r, s->hist, s->n, &text) != QKV_OK) return 1;
+    size_t len = strlen(text);
+    if (len > s->printed) {
+        fwrite(text + s->printed, 1, len - s->printed, stdout);
+        fflush(stdout);
+        s->printed = len;
+    }
+    free(text);
+    return 0;
+}
+
+static int run(int argc, char **argv) {
+    const char *dir = NULL, *ckpt = NULL, *prompt = "";
+    long max_tokens = 200, top_k = 0, seed = 0;
+    double temperature = 0, top_p = 1, rep = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--run") && v) dir = argv[++i];
+        else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
+        else if (!strcmp(a, "--prompt") && v) prompt = argv[++i];
+        else if (!strcmp(a, "--max-tokens") && v) {
+            if (!cli_parse_int("generate", a, argv[++i], 0, 1 << 24, &max_tokens)) return CLI_USAGE;
+        } else if (!strcmp(a, "--top-k") && v) {
+            if (!cli_parse_int("generate", a, argv[++i], 0, 1 << 24, &top_k)) return CLI_USAGE;
+        } else if (!strcmp(a, "--seed") && v) {
+            if (!cli_parse_int("generate", a, argv[++i], 0, 1L << 40, &seed)) return CLI_USAGE;
+        } else if (!strcmp(a, "--temperature") && v) {
+            if (!cli_parse_double("generate", a, argv[++i], 0, 100, &temperature)) return CLI_USAGE;
+        } else if (!strcmp(a, "--top-p") && v) {
+            if (!cli_parse_double("generate", a, argv[++i], 1e-6, 1, &top_p)) return CLI_USAGE;
+        } else if (!strcmp(a, "--repetition-penalty") && v) {
+            if (!cli_parse_double("generate", a, argv[++i], 1e-3, 100, &rep)) return CLI_USAGE;
+        } else return cli_error("generate", CLI_USAGE, "unexpected argument '%s' (see qkv generate --help)", a);
+    }
+    if (!dir) return cli_error("generate", CLI_USAGE, "which run? (--run DIR)");
+    qkv_run *r = qkv_run_open(dir, ckpt);
+    if (!r) return cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    int rc = CLI_OK;
+    int32_t *ids = NULL, *out = NULL;
+    size_t n = 0;
+    stream s = {.r = r};
+    qkv_lm_decoder *d = NULL;
+    if (strcmp(qkv_run_model_type(r)->task, "lm")) {
+        rc = cli_error("generate", CLI_INPUT, "%s: model type '%s' is not a language model (gpt, rnnlm)", dir,
+                       qkv_run_model_type(r)->name);
+        goto done;
+    }
+    if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK || !(d = qkv_lm_decoder_new(qkv_run_model_type(r), qkv_run_model(r)))) {
+        rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+        goto done;
+    }
+    qkv_gen_opts o = qkv_gen_defaults();
+    o.sample.temperature = (float)temperature;
+    o.sample.top_k = top_k;
+    o.sample.top_p = (float)top_p;
+    o.sample.repetition_penalty = (float)rep;
+    o.max_new_tokens = max_tokens;
+    o.seed = (uint64_t)seed;
+    o.on_token = on_token;
+    o.user = &s;
+    out = malloc(sizeof *out * (size_t)(max_tokens + 1));
+    fputs(prompt, stdout);
+    qkv_gen_end end;
+    if (!out || qkv_generate(d, ids, (int64_t)n, &o, out, max_tokens, &end) < 0)
+        rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    else
+        printf("\n");
+done:
+    free(ids);
+    free(out);
+    free(s.hist);
+    qkv_lm_decoder_free(d);
+    qkv_run_free(r);
+    return rc;
+}
+
+const cli_command cmd_generate = {"generate", "continue a prompt with a trained language model (sampling, KV cache)",
+                                  run, help};
