@@ -122,6 +122,10 @@ void qkv_run_curves_free(qkv_run_curves *c);
 qkv_model *qkv_run_model(qkv_run *r);
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n);
 qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text);
+/* Seq2seq runs: the target side's decoding (its own vocabulary when separate), its <s> / </s> / <pad> ids, and the
+ * longest source the data pipeline produces (sources are cut to it, as in training). */
+qkv_status qkv_run_decode_target(qkv_run *r, const int32_t *ids, size_t n, char **text);
+void qkv_run_target_ids(const qkv_run *r, int32_t *bos, int32_t *eos, int32_t *pad, int64_t *max_len);
 
 #ifdef __cplusplus
 }

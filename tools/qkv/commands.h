@@ -7,6 +7,7 @@
 extern const cli_command cmd_demo;
 extern const cli_command cmd_viz;
 extern const cli_command cmd_generate;
+extern const cli_command cmd_translate;
 extern const cli_command cmd_bench;
 extern const cli_command cmd_bleu;
 extern const cli_command cmd_tokenize;

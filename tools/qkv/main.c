@@ -12,6 +12,7 @@ static const cli_command *const commands[] = {
     &cmd_eval,
     &cmd_predict,
     &cmd_generate,
+    &cmd_translate,
     &cmd_viz,
     &cmd_config,
     &cmd_tokenize,

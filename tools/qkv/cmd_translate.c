@@ -1,0 +1,126 @@
+/* qkv translate: translate lines with a trained seq2seq run (greedy, beam search, sampling or MBR). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qkv/beam.h"
+#include "qkv/seq2seq.h"
+#include "qkv/train.h"
+
+static void help(FILE *out) {
+    fprintf(out,
+            "usage: qkv translate --run DIR [--beam K] [--alpha A] [--n-best N] [--mbr N [--utility U]]\n"
+            "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE] [FILE]\n\n"
+            "Translates each line of FILE (or standard input) with the run's seq2seq model and prints one\n"
+            "translation per line. Default: greedy decoding. --beam K: beam search with GNMT length penalty\n"
+            "alpha (default 0.6); --n-best N prints the N best, tab-separated with their scores. --mbr N:\n"
+            "Minimum Bayes Risk over N samples at --temperature (default 1) with utility bleu (default),\n"
+            "rougeL, rouge1 or rouge2.\n");
+}
+
+typedef struct {
+    qkv_run *r;
+} detok_ctx;
+
+static char *detok(const int32_t *tokens, int len, void *user) {
+    char *text = NULL;
+    if (qkv_run_decode_target(((detok_ctx *)user)->r, tokens, (size_t)len, &text) != QKV_OK) return NULL;
+    return text;
+}
+
+static int run(int argc, char **argv) {
+    const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu";
+    long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1;
+    double alpha = 0.6, temperature = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--run") && v) dir = argv[++i];
+        else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
+        else if (!strcmp(a, "--utility") && v) utility = argv[++i];
+        else if (!strcmp(a, "--beam") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 256, &beam)) return CLI_USAGE;
+        } else if (!strcmp(a, "--n-best") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 256, &n_best)) return CLI_USAGE;
+        } else if (!strcmp(a, "--mbr") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 4096, &mbr)) return CLI_USAGE;
+        } else if (!strcmp(a, "--max-len") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 1 << 20, &max_len)) return CLI_USAGE;
+        } else if (!strcmp(a, "--seed") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 0, 1L << 40, &seed)) return CLI_USAGE;
+        } else if (!strcmp(a, "--alpha") && v) {
+            if (!cli_parse_double("translate", a, argv[++i], 0, 10, &alpha)) return CLI_USAGE;
+        } else if (!strcmp(a, "--temperature") && v) {
+            if (!cli_parse_double("translate", a, argv[++i], 1e-3, 100, &temperature)) return CLI_USAGE;
+        } else if (a[0] != '-' || !strcmp(a, "-")) path = a;
+        else return cli_error("translate", CLI_USAGE, "unexpected argument '%s' (see qkv translate --help)", a);
+    }
+    qkv_mbr_utility u;
+    if (!qkv_mbr_utility_parse(utility, &u))
+        return cli_error("translate", CLI_USAGE, "--utility takes bleu, rougeL, rouge1 or rouge2, not '%s'", utility);
+    if (n_best > beam) return cli_error("translate", CLI_USAGE, "--n-best %ld is more than --beam %ld", n_best, beam);
+    if (!dir) return cli_error("translate", CLI_USAGE, "which run? (--run DIR)");
+    qkv_run *r = qkv_run_open(dir, ckpt);
+    if (!r) return cli_error("translate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    int rc = CLI_OK;
+    cli_lines *lines = NULL;
+    qkv_s2s_decoder dec;
+    if (!qkv_seq2seq_decoder_of(qkv_run_model_type(r), qkv_run_model(r), &dec)) {
+        rc = cli_error("translate", CLI_INPUT, "%s: model type '%s' is not a translation model", dir,
+                       qkv_run_model_type(r)->name);
+        goto done;
+    }
+    if (!(lines = cli_read_lines("translate", path))) {
+        rc = CLI_INPUT;
+        goto done;
+    }
+    int64_t src_max;
+    qkv_decode_opts o = qkv_decode_defaults();
+    qkv_run_target_ids(r, &o.bos, &o.eos, &o.pad, &src_max);
+    o.beam = (int)beam;
+    o.n_best = (int)n_best;
+    o.alpha = (float)alpha;
+    o.temperature = (float)temperature;
+    o.n_samples = (int)(mbr ? mbr : 1);
+    qkv_rng rng;
+    qkv_rng_init(&rng, (uint64_t)seed);
+    detok_ctx dc = {r};
+    for (size_t l = 0; l < lines->n && rc == CLI_OK; l++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (qkv_run_encode(r, lines->line[l], &ids, &n) != QKV_OK) {
+            rc = cli_error("translate", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
+            break;
+        }
+        if ((int64_t)n > src_max) n = (size_t)src_max;
+        int32_t none = o.pad >= 0 ? o.pad : 0;
+        const int32_t *src = n ? ids : &none;
+        int len = n ? (int)n : 1;
+        o.max_len = max_len ? (int)max_len : 2 * len + 10;
+        qkv_hyps hs = {0};
+        qkv_status st = mbr ? qkv_decode_mbr(&dec, src, len, &o, u, detok, &dc, &rng, &hs)
+                        : beam > 1 ? qkv_decode_beam(&dec, src, len, &o, &hs)
+                                   : qkv_decode_greedy(&dec, src, NULL, 1, len, &o, &hs);
+        if (st != QKV_OK) {
+            rc = cli_error("translate", cli_status_exit(st), "%s:%zu: %s", path, l + 1, qkv_last_error());
+        } else {
+            for (int k = 0; k < hs.n && k < o.n_best; k++) {
+                char *text = detok(hs.h[k].tokens, hs.h[k].len, &dc);
+                if (n_best > 1) printf("%s%s\t%.4f", k ? "\t" : "", text ? text : "", hs.h[k].score);
+                else printf("%s", text ? text : "");
+                free(text);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+        qkv_hyps_free(&hs);
+        free(ids);
+    }
+done:
+    cli_lines_free(lines);
+    qkv_run_free(r);
+    return rc;
+}
+
+const cli_command cmd_translate = {"translate", "translate lines with a trained seq2seq run (greedy, beam, MBR)", run,
+                                   help};
