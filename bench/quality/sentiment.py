@@ -3,7 +3,8 @@
 and steps. Prints one JSON line per side with its test accuracy (at the best dev checkpoint, as qkv train keeps
 best.safetensors), then a comparison line.
 
-  /usr/bin/python3 bench/quality/sentiment.py [--qkv build/qkv] [--steps N] [--threads 2] [--only torch|qkv]
+  /usr/bin/python3 bench/quality/sentiment.py [--qkv build/qkv] [--steps N | --seconds S] [--config FILE]
+                                             [--threads 2] [--only torch|qkv]
 
 Run from the repository root (the config names ../shared/data/sentiment). The qkv side is `qkv train` with
 bench/quality/sentiment.json, then `qkv eval --split test --json`. The torch side rebuilds the same pipeline:
@@ -47,7 +48,7 @@ def read(path):
     return rows
 
 
-def torch_side(cfg, steps, threads, seed):
+def torch_side(cfg, steps, threads, seed, seconds=0):
     import torch
     from cls_model import Classifier
 
@@ -60,22 +61,33 @@ def torch_side(cfg, steps, threads, seed):
     for _, ws in train:
         for w in ws:
             counts[w] = counts.get(w, 0) + 1
-    itos = ["<pad>", "<unk>", "[CLS]"] + sorted(counts, key=lambda w: (-counts[w], w.encode()))
-    stoi = {w: i for i, w in enumerate(itos)}
     m, t = cfg["model"], cfg["train"]
+    embmean = m["type"] == "embmean"
+    min_freq = d.get("min_freq", 1)
+    cls = [] if embmean else ["[CLS]"]
+    itos = ["<pad>", "<unk>"] + cls + sorted((w for w in counts if counts[w] >= min_freq),
+                                             key=lambda w: (-counts[w], w.encode()))
+    stoi = {w: i for i, w in enumerate(itos)}
     L = d["max_len"]
 
     def encode(rows):
+        if embmean:
+            return [(y, [stoi.get(w, 1) for w in ws][:L] or [1]) for y, ws in rows]
         return [(y, [2] + [stoi.get(w, 1) for w in ws][: L - 1]) for y, ws in rows]
 
     train, dev, test = encode(train), encode(dev), encode(test)
-    act = {"relu": torch.relu, "gelu": torch.nn.functional.gelu}[m["activation"]]
-    model = Classifier(len(itos), 2, m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], act,
-                       m["norm"] == "pre", m["pos_enc"] == "learned", m["emb_scale_sqrt_d"], max_len=m["max_len"])
-    drop = torch.nn.Dropout(m["dropout"])
-    for layer in model.encoder.layers:  # the reference module has no dropout: add it where qkv has it
-        layer.ff = (lambda l: lambda x: drop(l.linear2(drop(act(l.linear1(x))))))(layer)
-        layer.self_attn.drop = torch.nn.Dropout(m["attn_dropout"])
+    if embmean:  # the Trax baseline: Embedding -> masked mean -> Dense -> LogSoftmax
+        model = EmbMean(len(itos), m["dim"], 2, torch)
+        drop = None
+    else:
+        act = {"relu": torch.relu, "gelu": torch.nn.functional.gelu}[m["activation"]]
+        model = Classifier(len(itos), 2, m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], act,
+                           m["norm"] == "pre", m["pos_enc"] == "learned", m["emb_scale_sqrt_d"],
+                           max_len=m["max_len"])
+        drop = torch.nn.Dropout(m["dropout"])
+        for layer in model.encoder.layers:  # the reference module has no dropout: add it where qkv has it
+            layer.ff = (lambda l: lambda x: drop(l.linear2(drop(act(l.linear1(x))))))(layer)
+            layer.self_attn.drop = torch.nn.Dropout(m["attn_dropout"])
     opt = torch.optim.Adam(model.parameters(), lr=t["optimizer"]["lr"])
 
     def batch(rows):
@@ -101,11 +113,20 @@ def torch_side(cfg, steps, threads, seed):
     order, pos, best, best_state = [], 0, -1.0, None
     t0 = time.time()
     for step in range(1, steps + 1):
+        if seconds and time.time() - t0 >= seconds:  # equal wall-clock: stop, and score what was trained
+            acc = accuracy(dev)
+            if acc > best:
+                best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
+            steps = step - 1
+            break
         if pos + B > len(order):
             order, pos = random.sample(range(len(train)), len(train)), 0
         x, pad, y = batch([train[i] for i in order[pos: pos + B]])
         pos += B
-        loss = torch.nn.functional.cross_entropy(model.classifier(model_hidden(model, x, pad, drop)), y)
+        if embmean:
+            loss = torch.nn.functional.nll_loss(model(x, pad), y)
+        else:
+            loss = torch.nn.functional.cross_entropy(model.classifier(model_hidden(model, x, pad, drop)), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -116,6 +137,20 @@ def torch_side(cfg, steps, threads, seed):
     model.load_state_dict(best_state)
     return {"side": "torch", "test_accuracy": round(accuracy(test), 4), "best_dev_accuracy": round(best, 4),
             "steps": steps, "seconds": round(time.time() - t0, 1), "vocab": len(itos)}
+
+
+def EmbMean(vocab, dim, classes, torch):
+    class M(torch.nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.embedding = torch.nn.Embedding(vocab, dim)
+            s.classifier = torch.nn.Linear(dim, classes)
+
+        def forward(s, x, pad):
+            keep = (1 - pad).unsqueeze(-1).float()
+            mean = (s.embedding(x) * keep).sum(1) / keep.sum(1).clamp(min=1e-9)
+            return torch.log_softmax(s.classifier(mean), -1)
+    return M()
 
 
 def model_hidden(model, x, pad, drop):
@@ -133,12 +168,13 @@ def model_hidden(model, x, pad, drop):
     return h[:, 0]
 
 
-def qkv_side(qkv, steps, threads):
+def qkv_side(qkv, steps, threads, config, seconds=0):
     run = tempfile.mkdtemp(prefix="qkv-sentiment-")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     t0 = time.time()
-    r = subprocess.run([qkv, "train", "--config", os.path.join(HERE, "sentiment.json"), "--run", run, "--quiet",
-                        "--set", "train.steps=%d" % steps], cwd=ROOT, env=env)
+    r = subprocess.run([qkv, "train", "--config", config, "--run", run, "--quiet",
+                        "--set", "train.steps=%d" % steps, "--set", "train.max_seconds=%g" % seconds],
+                       cwd=ROOT, env=env)
     if r.returncode != 0:
         return {"side": "qkv", "status": "train failed", "returncode": r.returncode, "run": run}
     secs = time.time() - t0
@@ -148,6 +184,10 @@ def qkv_side(qkv, steps, threads):
         metrics = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"side": "qkv", "status": "eval failed", "returncode": out.returncode, "run": run}
+    if seconds:  # the steps actually taken, from the run's log
+        with open(os.path.join(run, "log.jsonl")) as f:
+            ends = [json.loads(l) for l in f if '"kind":"end"' in l]
+        steps = ends[-1]["step"] if ends else steps
     return {"side": "qkv", "test_accuracy": metrics.get("accuracy"), "steps": steps, "seconds": round(secs, 1),
             "run": run, "metrics": metrics}
 
@@ -159,20 +199,25 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", choices=["torch", "qkv"])
+    ap.add_argument("--config", default=os.path.join(HERE, "sentiment.json"),
+                    help="sentiment.json (Transformer) or sentiment_embmean.json (the baseline)")
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="equal wall-clock: each side trains for this long (steps become a cap)")
     a = ap.parse_args()
-    with open(os.path.join(HERE, "sentiment.json")) as f:
+    with open(a.config) as f:
         cfg = json.load(f)
-    steps = a.steps or cfg["train"]["steps"]
+    steps = a.steps or (10 ** 7 if a.seconds else cfg["train"]["steps"])
     res = {}
     if a.only != "torch":
-        res["qkv"] = qkv_side(a.qkv, steps, a.threads)
+        res["qkv"] = qkv_side(a.qkv, steps, a.threads, a.config, a.seconds)
         print(json.dumps(res["qkv"]), flush=True)
     if a.only != "qkv":
-        res["torch"] = torch_side(cfg, steps, a.threads, a.seed)
+        res["torch"] = torch_side(cfg, steps, a.threads, a.seed, a.seconds)
         print(json.dumps(res["torch"]), flush=True)
     if len(res) == 2 and "test_accuracy" in res["qkv"] and res["qkv"]["test_accuracy"] is not None:
         q, t = res["qkv"]["test_accuracy"], res["torch"]["test_accuracy"]
-        print(json.dumps({"comparison": "sentiment", "qkv": q, "torch": t,
+        print(json.dumps({"comparison": "sentiment", "model": cfg["model"]["type"], "seconds": a.seconds or None,
+                          "qkv": q, "torch": t,
                           "qkv_within_0.5_points": q >= t - 0.005}), flush=True)
 
 

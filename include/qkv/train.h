@@ -74,6 +74,7 @@ typedef enum qkv_train_outcome {
     QKV_TRAIN_FINISHED = 0, /* train.steps reached */
     QKV_TRAIN_EARLY_STOP,   /* eval.patience evals without improvement */
     QKV_TRAIN_STOPPED,      /* hooks->stop was set; a checkpoint was saved */
+    QKV_TRAIN_TIME_LIMIT,   /* train.max_seconds of training elapsed; dev evaluated and a checkpoint saved */
 } qkv_train_outcome;
 
 /* Train until train.steps (counting steps already done when resumed), early stopping or a stop request. Errors

@@ -31,7 +31,7 @@ static const char *const DEFAULTS =
     "  \"schedule\": {\"spec\": \"constant\", \"warmup_steps\": 0, \"total_steps\": 0, \"min_ratio\": 0,"
     "               \"d_model\": 0},"
     "  \"clip_norm\": 0, \"clip_value\": 0,"
-    "  \"log_every\": 10, \"checkpoint_every\": 100, \"keep_checkpoints\": 3, \"max_nan_skips\": 10"
+    "  \"log_every\": 10, \"checkpoint_every\": 100, \"keep_checkpoints\": 3, \"max_nan_skips\": 10, \"max_seconds\": 0"
     "},"
     "\"eval\": {"
     "  \"every\": 100, \"batch_size\": 64, \"max_batches\": 0, \"metric\": \"auto\", \"mode\": \"auto\","
@@ -80,6 +80,7 @@ static const rule RULES[] = {
     {"train.checkpoint_every", R_INT, 0, BIG, false, NULL},
     {"train.keep_checkpoints", R_INT, 1, 1000, false, NULL},
     {"train.max_nan_skips", R_INT, 0, BIG, false, NULL},
+    {"train.max_seconds", R_NUM, 0, BIG, false, NULL},
     {"eval.every", R_INT, 0, BIG, false, NULL},
     {"eval.batch_size", R_INT, 1, 1 << 20, false, NULL},
     {"eval.max_batches", R_INT, 0, BIG, false, NULL},

@@ -348,12 +348,17 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     long eval_every = (long)qkv_config_int(r->cfg, "eval.every", 100);
     double clip_norm = qkv_config_num(r->cfg, "train.clip_norm", 0);
     double clip_value = qkv_config_num(r->cfg, "train.clip_value", 0);
+    double max_seconds = qkv_config_num(r->cfg, "train.max_seconds", 0); /* 0: no time budget */
     qkv_train_outcome out = QKV_TRAIN_FINISHED;
     double tokens = 0, grad_norm = 0, t_log = now();
     bool saved = false;
     while (st == QKV_OK && r->state.step < total) {
         if (hooks && hooks->stop && *hooks->stop) {
             out = QKV_TRAIN_STOPPED;
+            break;
+        }
+        if (max_seconds > 0 && now() - L.t0 >= max_seconds) { /* equal-wall-clock comparisons */
+            out = QKV_TRAIN_TIME_LIMIT;
             break;
         }
         const int64_t *idx = NULL;
@@ -424,13 +429,18 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    if (st == QKV_OK && out == QKV_TRAIN_STOPPED && !saved) st = checkpoint(&L);
+    if (st == QKV_OK && out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every) {
+        bool ignored;
+        st = eval_dev(&L, &ignored); /* the last steps count too: score them before stopping */
+    }
+    if (st == QKV_OK && (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved) st = checkpoint(&L);
     if (st == QKV_OK) {
         cJSON *rec = cJSON_CreateObject();
         cJSON_AddStringToObject(rec, "kind", "end");
         cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
         cJSON_AddStringToObject(rec, "outcome", out == QKV_TRAIN_FINISHED     ? "finished"
                                                 : out == QKV_TRAIN_EARLY_STOP ? "early_stop"
+                                                : out == QKV_TRAIN_TIME_LIMIT ? "time_limit"
                                                                               : "stopped");
         cJSON_AddNumberToObject(rec, "best_step", (double)r->loop.best_step);
         if (r->loop.best_step >= 0) cJSON_AddNumberToObject(rec, "best", r->loop.best);

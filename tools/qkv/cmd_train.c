@@ -139,6 +139,7 @@ static int run(int argc, char **argv) {
         return cli_error("train", st == QKV_ERR_NUMERIC ? CLI_RUNTIME : cli_status_exit(st), "%s", qkv_last_error());
     }
     const char *how = outcome == QKV_TRAIN_EARLY_STOP ? "early stop"
+                      : outcome == QKV_TRAIN_TIME_LIMIT ? "time limit (train.max_seconds)"
                       : outcome == QKV_TRAIN_STOPPED  ? "stopped"
                                                       : "done";
     char extra[96];
