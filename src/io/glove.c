@@ -109,6 +109,34 @@ static qkv_status add_word(qkv_vocab *vocab, const char *path, const char *kind,
     return QKV_OK;
 }
 
+/* The common case of GloVe's numbers, "-0.038194": at most 18 digits, no exponent. The digits form an exact
+ * integer, divided by an exact power of ten in double (correctly rounded), then rounded to float: the same value
+ * Python's float() + numpy's float32 give. Anything else (exponents, long digit strings, inf, nan) goes to
+ * strtof. Returns false when the fast path does not apply. */
+static bool fast_float(const char *s, const char *e, float *out) {
+    static const double pow10[19] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,
+                                     1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+    bool neg = false;
+    if (s < e && (*s == '-' || *s == '+')) neg = *s++ == '-';
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    for (; s < e; s++) {
+        if (*s >= '0' && *s <= '9') {
+            if (++digits > 18) return false;
+            m = m * 10 + (uint64_t)(*s - '0');
+            if (frac >= 0) frac++;
+        } else if (*s == '.' && frac < 0) {
+            frac = 0;
+        } else {
+            return false;
+        }
+    }
+    if (digits == 0) return false;
+    double v = (double)m / pow10[frac > 0 ? frac : 0];
+    *out = (float)(neg ? -v : v);
+    return true;
+}
+
 /* Text: "word v1 ... vD" lines. The buffer is modified in place (field ends become NULs). */
 static qkv_status parse_text(char *buf, size_t size, const char *path, qkv_vocab *vocab, rows_buf *rows,
                              int64_t header_n, int64_t header_d, char *body) {
@@ -151,6 +179,7 @@ static qkv_status parse_text(char *buf, size_t size, const char *path, qkv_vocab
             while (*p == ' ' || *p == '\t') p++;
             char *num = p;
             while (p < le && *p != ' ' && *p != '\t') p++;
+            if (fast_float(num, p, &row[j])) continue;
             char save = *p;
             *p = '\0';
             char *stop;
