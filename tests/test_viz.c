@@ -264,6 +264,8 @@ TEST(chromium_renders_page) {
         CHECK(count(dom, "<polyline") == 3);
         CHECK(strstr(dom, "prediction: ") != NULL && strstr(dom, "(p = 0.") != NULL);
         CHECK(count(dom, "class=\"hv-head\"") == NS && strstr(dom, ">head 2</option>") != NULL);
+        int n_thumbs = count(dom, "class=\"thumb\""); /* model view: one thumbnail per layer and head */
+        CHECKF(n_thumbs > 0 && count(dom, "class=\"model-view\"") == NS, "%d model-view thumbnails", n_thumbs);
         printf("  chromium DOM: %d tokens, %d heatmap cells, 3 curves\n", n_tok, n_cells);
     }
     free(dom);
