@@ -17,29 +17,6 @@
 #include "qkv/hf.h"
 #include "qkv/qkv.h"
 
-/* ../shared/pretrained/<rel> under $QKV_SHARED, the current directory or beside the binary. */
-static const char *shared_path(const char *rel, char *buf, size_t n) {
-    const char *env = getenv("QKV_SHARED");
-    if (env && *env) {
-        snprintf(buf, n, "%s/pretrained/%s", env, rel);
-        if (access(buf, R_OK) == 0) return buf;
-    }
-    const char *ups[] = {"../shared", "../../shared", "../../../shared"};
-    snprintf(buf, n, "%s/pretrained/%s", ups[0], rel);
-    if (access(buf, R_OK) == 0) return buf;
-    char exe[PATH_MAX - 128];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
-            snprintf(buf, n, "%s/%s/pretrained/%s", exe, ups[i], rel);
-            if (access(buf, R_OK) == 0) return buf;
-        }
-    }
-    return NULL;
-}
 
 /* ---- glove ---- */
 
@@ -62,7 +39,8 @@ static void glove_step(void *u) {
 static int run_glove(const bench_ctx *b, const char *mode, long seq_len) {
     (void)seq_len;
     char buf[PATH_MAX];
-    glove_run r = {.path = shared_path("glove-6B-100d-top20k/glove.6B.100d.top20k.txt", buf, sizeof buf)};
+    glove_run r = {
+        .path = cli_shared_path("pretrained/glove-6B-100d-top20k/glove.6B.100d.top20k.txt", buf, sizeof buf)};
     if (!r.path) return cli_error("bench", CLI_INPUT, "glove: ../shared/pretrained/glove-6B-100d-top20k not found");
     double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
     if (!ms) return CLI_RUNTIME;
@@ -98,7 +76,7 @@ static int run_bert(const bench_ctx *b, const char *mode, long seq_len) {
     char buf[PATH_MAX];
     const char *dir;
     if (!strcmp(mode, "tiny")) {
-        dir = shared_path("tiny-random-bert", buf, sizeof buf);
+        dir = cli_shared_path("pretrained/tiny-random-bert", buf, sizeof buf);
         if (!dir) return cli_error("bench", CLI_INPUT, "bert: ../shared/pretrained/tiny-random-bert not found");
     } else {
         dir = getenv("QKV_BERT_BASE");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "qkv/error.h"
@@ -191,4 +192,28 @@ void cli_lines_free(cli_lines *l) {
     for (size_t i = 0; i < l->n; i++) free(l->line[i]);
     free(l->line);
     free(l);
+}
+
+const char *cli_shared_path(const char *rel, char *buf, size_t n) {
+    const char *env = getenv("QKV_SHARED");
+    if (env && *env) {
+        snprintf(buf, n, "%s/%s", env, rel);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    const char *ups[] = {"../shared", "../../shared", "../../../shared"};
+    snprintf(buf, n, "%s/%s", ups[0], rel);
+    if (access(buf, R_OK) == 0) return buf;
+    char exe[PATH_MAX - 128];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
+            snprintf(buf, n, "%s/%s/%s", exe, ups[i], rel);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    snprintf(buf, n, "../shared/%s", rel);
+    return NULL;
 }

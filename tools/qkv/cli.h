@@ -46,6 +46,11 @@ void cli_progress_finish(cli_progress *p, const char *extra);
 
 double cli_now(void); /* monotonic seconds */
 
+/* A file of the shared folder (../shared/<rel>: data, pretrained files, benchmark configs), looked for under
+ * $QKV_SHARED, then ../shared from the current directory, then ../shared, ../../shared or ../../../shared beside
+ * the qkv binary. Returns buf when found; NULL otherwise, with buf set to "../shared/<rel>" for messages. */
+const char *cli_shared_path(const char *rel, char *buf, size_t n);
+
 
 
 /* Lines of a UTF-8 text file ("-" = standard input), blank lines kept. NULL (message printed, naming the file and

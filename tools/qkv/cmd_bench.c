@@ -170,24 +170,6 @@ static char *read_file(const char *path, long max) {
     return buf;
 }
 
-/* ../shared/bench/configs.json from the current directory, else relative to the binary (build/ or build/x/). */
-static const char *default_configs(char *buf, size_t n) {
-    const char *tries[] = {"../shared/bench/configs.json", "../../shared/bench/configs.json",
-                           "../../../shared/bench/configs.json"};
-    if (access(tries[0], R_OK) == 0) return tries[0];
-    char exe[PATH_MAX - 64];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-            snprintf(buf, n, "%s/%s", exe, tries[i]);
-            if (access(buf, R_OK) == 0) return buf;
-        }
-    }
-    return tries[0];
-}
 
 static bool has_mode(const char *modes, const char *m) {
     size_t ml = strlen(m);
@@ -241,7 +223,10 @@ static int run(int argc, char **argv) {
     if (!e) return cli_error("bench", CLI_USAGE, "unknown benchmark '%s' (see qkv bench --help)", name);
 
     char pathbuf[PATH_MAX];
-    if (!configs_path) configs_path = default_configs(pathbuf, sizeof pathbuf);
+    if (!configs_path) {
+        cli_shared_path("bench/configs.json", pathbuf, sizeof pathbuf);
+        configs_path = pathbuf;
+    }
     char *text = read_file(configs_path, 16 << 20);
     if (!text) return cli_error("bench", CLI_INPUT, "%s: cannot read the benchmark configs", configs_path);
     cJSON *configs = cJSON_Parse(text);

@@ -27,30 +27,6 @@ static void help(FILE *out) {
             "Output: one \"word<TAB>score\" line per answer (scores with 4 decimals; compare prints the score).\n");
 }
 
-/* The staged vectors: $QKV_SHARED, then ../shared from the current directory, then relative to the binary. */
-static const char *default_vectors(char *buf, size_t n) {
-    const char *env = getenv("QKV_SHARED");
-    if (env && *env) {
-        snprintf(buf, n, "%s/%s", env, DEFAULT_VECTORS);
-        if (access(buf, R_OK) == 0) return buf;
-    }
-    const char *ups[] = {"../shared/", "../../shared/", "../../../shared/"};
-    snprintf(buf, n, "%s%s", ups[0], DEFAULT_VECTORS);
-    if (access(buf, R_OK) == 0) return buf;
-    char exe[PATH_MAX - 128];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
-            snprintf(buf, n, "%s/%s%s", exe, ups[i], DEFAULT_VECTORS);
-            if (access(buf, R_OK) == 0) return buf;
-        }
-    }
-    snprintf(buf, n, "../shared/%s", DEFAULT_VECTORS);
-    return buf;
-}
 
 static int print_hits(const qkv_vectors *v, const qkv_vec_hit *hits, int n) {
     for (int i = 0; i < n; i++) printf("%s\t%.4f\n", qkv_vectors_word(v, hits[i].row), hits[i].score);
@@ -95,7 +71,10 @@ static int run(int argc, char **argv) {
     if (n_words != need)
         return cli_error("embed", CLI_USAGE, "%s takes %d word%s, got %d", action, need, need > 1 ? "s" : "", n_words);
     char buf[PATH_MAX];
-    if (!vectors) vectors = default_vectors(buf, sizeof buf);
+    if (!vectors) {
+        cli_shared_path(DEFAULT_VECTORS, buf, sizeof buf);
+        vectors = buf;
+    }
     qkv_vectors *v = qkv_vectors_load(vectors, format);
     if (!v) return cli_error("embed", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     int rc = CLI_OK, n = 0;
