@@ -121,8 +121,10 @@ static bool fused_matches(const char *name, qkv_sdpa_opts o, int64_t B, int64_t 
     bool ok = run(&fa, q, k, v, g, &rf) && run(&ma, q, k, v, g, &rm);
     printf("  %s:\n", name);
     if (ok) {
-        ok = test_allclose("    out", rf.out, rm.out, 1e-4, 1e-4) & test_allclose("    dq", rf.dq, rm.dq, 1e-4, 1e-4) &
-             test_allclose("    dk", rf.dk, rm.dk, 1e-4, 1e-4) & test_allclose("    dv", rf.dv, rm.dv, 1e-4, 1e-4);
+        /* every comparison runs (and prints), then all must hold */
+        bool o = test_allclose("    out", rf.out, rm.out, 1e-4, 1e-4), q_ = test_allclose("    dq", rf.dq, rm.dq, 1e-4, 1e-4);
+        bool k_ = test_allclose("    dk", rf.dk, rm.dk, 1e-4, 1e-4), v_ = test_allclose("    dv", rf.dv, rm.dv, 1e-4, 1e-4);
+        ok = o && q_ && k_ && v_;
     }
     run_free(&rf);
     run_free(&rm);
