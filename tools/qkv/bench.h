@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "qkv/optim.h"
+
 typedef struct bench_ctx {
     const char *name;        /* entry name (and configs.json key when it has one) */
     const cJSON *cfg;        /* configs.json entry, or NULL */
@@ -43,6 +45,10 @@ const char *bench_cfg_str(const bench_ctx *b, const char *key, const char *dflt)
 typedef void (*bench_step_fn)(void *user);
 int bench_time(const bench_ctx *b, bench_step_fn step, void *user, int warmup, int min_steps, int max_steps,
                double *ms, double *warm_s);
+
+/* The entry's "optimizer" object (name, lr, betas, eps, weight_decay, as torch_ref.py reads it) over
+ * torch.optim's defaults for its kind (dflt when the name is absent). false, with a message, for an unknown name. */
+bool bench_optim_config(const bench_ctx *b, qkv_optim_kind dflt, qkv_optim_config *oc);
 
 /* A result object with the common fields: bench, config, mode, threads, blas, OPENBLAS_CORETYPE. */
 cJSON *bench_result(const bench_ctx *b, const char *mode);

@@ -40,26 +40,6 @@ static void infer_step(void *u) {
     if (!qkv_tcls_logits(r->ctx, r->model, r->ids, NULL, NULL)) fail("forward");
 }
 
-static qkv_optim *make_optimizer(const bench_ctx *b, qkv_params *params) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b->cfg, "optimizer");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    qkv_optim_kind kind = QKV_ADAM;
-    if (cJSON_IsString(name) && !qkv_optim_kind_parse(name->valuestring, &kind)) {
-        fprintf(stderr, "qkv bench cls: unknown optimizer '%s'\n", name->valuestring);
-        exit(CLI_USAGE);
-    }
-    qkv_optim_config oc = qkv_optim_defaults(kind);
-    const cJSON *v;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "lr"))) oc.lr = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "eps"))) oc.eps = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"))) oc.weight_decay = (float)v->valuedouble;
-    const cJSON *betas = cJSON_GetObjectItemCaseSensitive(o, "betas");
-    if (cJSON_GetArraySize(betas) == 2) {
-        oc.beta1 = (float)cJSON_GetArrayItem(betas, 0)->valuedouble;
-        oc.beta2 = (float)cJSON_GetArrayItem(betas, 1)->valuedouble;
-    }
-    return qkv_optim_new(params, &oc);
-}
 
 static int run(const bench_ctx *b, const char *mode, long seq_len) {
     (void)seq_len;
@@ -98,7 +78,9 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     for (long i = 0; i < B * T; i++) qkv_i32(r.ids)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)V);
     for (long i = 0; i < B; i++) qkv_i32(r.labels)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)C);
     if (train) {
-        if (!(r.opt = make_optimizer(b, r.params))) fail("optimizer");
+        qkv_optim_config oc;
+        if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_USAGE;
+        if (!(r.opt = qkv_optim_new(r.params, &oc))) fail("optimizer");
     } else {
         qkv_ctx_set_training(r.ctx, false);
         qkv_ctx_set_grad(r.ctx, false);

@@ -47,25 +47,6 @@ static void gen_step(void *u) {
         die("generate");
 }
 
-static qkv_optim *make_optimizer(const bench_ctx *b, qkv_params *params) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b->cfg, "optimizer"), *v;
-    qkv_optim_kind kind = QKV_ADAMW;
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    if (cJSON_IsString(name) && !qkv_optim_kind_parse(name->valuestring, &kind)) {
-        fprintf(stderr, "qkv bench lm: unknown optimizer '%s'\n", name->valuestring);
-        exit(CLI_INPUT);
-    }
-    qkv_optim_config oc = qkv_optim_defaults(kind);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "lr"))) oc.lr = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "eps"))) oc.eps = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"))) oc.weight_decay = (float)v->valuedouble;
-    const cJSON *betas = cJSON_GetObjectItemCaseSensitive(o, "betas");
-    if (cJSON_GetArraySize(betas) == 2) {
-        oc.beta1 = (float)cJSON_GetArrayItem(betas, 0)->valuedouble;
-        oc.beta2 = (float)cJSON_GetArrayItem(betas, 1)->valuedouble;
-    }
-    return qkv_optim_new(params, &oc);
-}
 
 static int run(const bench_ctx *b, const char *mode, long seq_len) {
     (void)seq_len;
@@ -115,7 +96,9 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     } else {
         r.x = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
         r.y = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
-        if (!r.x || !r.y || !(r.opt = make_optimizer(b, r.params))) die("setup");
+        qkv_optim_config oc;
+        if (!bench_optim_config(b, QKV_ADAMW, &oc)) return CLI_INPUT;
+        if (!r.x || !r.y || !(r.opt = qkv_optim_new(r.params, &oc))) die("setup");
         for (long i = 0; i < B * T; i++) qkv_i32(r.x)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
         for (long i = 0; i < B * T; i++) qkv_i32(r.y)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
         n = bench_time(b, train_step, &r, -1, -1, -1, ms, &warm);

@@ -41,26 +41,6 @@ static qkv_tensor *random_ids(qkv_rng *rng, long vocab, long B, long T) {
     return t;
 }
 
-/* configs.json's optimizer object -> Adam / AdamW settings. */
-static bool optim_from(const bench_ctx *b, qkv_optim_config *oc) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b->cfg, "optimizer");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    qkv_optim_kind kind = QKV_ADAM;
-    if (cJSON_IsString(name) && !qkv_optim_kind_parse(name->valuestring, &kind)) {
-        fprintf(stderr, "qkv bench %s: unknown optimizer '%s'\n", b->name, name->valuestring);
-        return false;
-    }
-    *oc = qkv_optim_defaults(kind);
-    const cJSON *v;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "lr"))) oc->lr = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "eps"))) oc->eps = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"))) oc->weight_decay = (float)v->valuedouble;
-    if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(o, "betas")) && cJSON_GetArraySize(v) == 2) {
-        oc->beta1 = (float)cJSON_GetArrayItem(v, 0)->valuedouble;
-        oc->beta2 = (float)cJSON_GetArrayItem(v, 1)->valuedouble;
-    }
-    return true;
-}
 
 static int run(const bench_ctx *b, const char *mode, bool lstm) {
     long B = bench_cfg_int(b, "batch", lstm ? 64 : 32), S = bench_cfg_int(b, "src_len", lstm ? 32 : 64);
@@ -107,7 +87,7 @@ static int run(const bench_ctx *b, const char *mode, bool lstm) {
         matmul_params = ne * (4.0 * d * d + 2.0 * d * f) + nd * (8.0 * d * d + 2.0 * d * f) + (double)d * Vt;
     }
     qkv_optim_config oc;
-    if (!optim_from(b, &oc)) return CLI_USAGE;
+    if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_USAGE;
     r.src = random_ids(&rng, Vs, B, S);
     r.tin = random_ids(&rng, Vt, B, T);
     r.tout = random_ids(&rng, Vt, B, T);

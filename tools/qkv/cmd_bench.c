@@ -88,6 +88,28 @@ int bench_time(const bench_ctx *b, bench_step_fn step, void *user, int warmup, i
     return n;
 }
 
+/* ---- the optimizer object of a configs.json entry ---------------------------------------------------------- */
+
+bool bench_optim_config(const bench_ctx *b, qkv_optim_kind dflt, qkv_optim_config *oc) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b->cfg, "optimizer");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    qkv_optim_kind kind = dflt;
+    if (cJSON_IsString(name) && !qkv_optim_kind_parse(name->valuestring, &kind)) {
+        fprintf(stderr, "qkv bench %s: unknown optimizer '%s'\n", b->name, name->valuestring);
+        return false;
+    }
+    *oc = qkv_optim_defaults(kind);
+    const cJSON *v;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "lr"))) oc->lr = (float)v->valuedouble;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "eps"))) oc->eps = (float)v->valuedouble;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"))) oc->weight_decay = (float)v->valuedouble;
+    if (cJSON_IsArray(v = cJSON_GetObjectItemCaseSensitive(o, "betas")) && cJSON_GetArraySize(v) == 2) {
+        oc->beta1 = (float)cJSON_GetArrayItem(v, 0)->valuedouble;
+        oc->beta2 = (float)cJSON_GetArrayItem(v, 1)->valuedouble;
+    }
+    return true;
+}
+
 /* ---- results ------------------------------------------------------------------------------------------------ */
 
 static double round_to(double x, double unit) { return (double)(long long)(x / unit + (x >= 0 ? 0.5 : -0.5)) * unit; }
