@@ -79,7 +79,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     for (long i = 0; i < B; i++) qkv_i32(r.labels)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)C);
     if (train) {
         qkv_optim_config oc;
-        if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_USAGE;
+        if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_INPUT;
         if (!(r.opt = qkv_optim_new(r.params, &oc))) fail("optimizer");
     } else {
         qkv_ctx_set_training(r.ctx, false);

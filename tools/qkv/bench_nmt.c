@@ -87,7 +87,7 @@ static int run(const bench_ctx *b, const char *mode, bool lstm) {
         matmul_params = ne * (4.0 * d * d + 2.0 * d * f) + nd * (8.0 * d * d + 2.0 * d * f) + (double)d * Vt;
     }
     qkv_optim_config oc;
-    if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_USAGE;
+    if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_INPUT;
     r.src = random_ids(&rng, Vs, B, S);
     r.tin = random_ids(&rng, Vt, B, T);
     r.tout = random_ids(&rng, Vt, B, T);
