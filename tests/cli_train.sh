@@ -24,7 +24,7 @@ expect_msg() { # name expected-rc regex command...
   else bad "$name (exit $rc, wanted $want and /$re/)"; sed 's/^/    /' "$T/out" | head -5; fi
 }
 # Log records without the timing fields (always last in a record) and without resume/end markers.
-losses() { grep -Ev '"kind":"(resume|end)"' "$1" | sed -E 's/,"tok_per_s".*$//'; }
+losses() { grep -Ev '"kind":"(resume|end)"' "$1" | sed -E 's/,"(tok_per_s|train_seconds)".*$//'; }
 # The data region of a safetensors file: every tensor's bytes, without the header (which holds the config).
 tensors() { local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((n + 9)) "$1"; }
 same_tensors() { cmp -s <(tensors "$1") <(tensors "$2"); }

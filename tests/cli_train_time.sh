@@ -18,5 +18,20 @@ check "a time-limited run exits 0" '[ $rc = 0 ]'
 check "it stops near its budget (took ${took} ms)" '[ "$took" -lt 10000 ]'
 check "the end record says time_limit" 'tail -1 "$d/run/log.jsonl" | grep -q "\"outcome\":\"time_limit\""'
 check "dev was scored at the last step and a checkpoint saved" 'grep -q "\"kind\":\"eval\"" "$d/run/log.jsonl" && ls "$d/run"/ckpt-*.safetensors >/dev/null 2>&1'
+end_train=$(tail -1 "$d/run/log.jsonl" | sed -E 's/.*"train_seconds":([0-9.e+-]+).*/\1/')
+check "train_seconds of the end record is the budget, evaluation not counted ($end_train s)" \
+  'awk -v t="$end_train" "BEGIN{exit !(t >= 1.5 && t < 3)}"'
+
+# qkv plot draws the run's curves; a source without the field is bad input naming it.
+"$QKV" plot -o "$d/curve.svg" --x minutes --y accuracy "qkv run=$d/run" 2>"$d/err"; rc=$?
+check "qkv plot writes an SVG of the dev accuracy against minutes" '[ $rc = 0 ] && grep -q "<svg" "$d/curve.svg" && grep -q "qkv run" "$d/curve.svg" && grep -q "minutes of training" "$d/curve.svg"'
+printf '{"kind":"eval","step":1,"train_seconds":6,"accuracy":0.5}\n{"kind":"eval","step":2,"train_seconds":12,"accuracy":0.6}\n' > "$d/torch.jsonl"
+"$QKV" plot -o "$d/two.svg" --x seconds --y accuracy "$d/run" torch="$d/torch.jsonl"; rc=$?
+check "two sources in one plot" '[ $rc = 0 ] && grep -q ">torch<" "$d/two.svg"'
+"$QKV" plot -o "$d/bad.svg" --y bleu "$d/run" 2>"$d/err"; rc=$?
+check "a field no record holds is bad input (exit 2) naming it" '[ $rc = 2 ] && grep -q bleu "$d/err" && [ ! -e "$d/bad.svg" ]'
+echo "not json" > "$d/broken.jsonl"
+"$QKV" plot -o "$d/bad.svg" "$d/broken.jsonl" 2>"$d/err"; rc=$?
+check "a malformed log is bad input naming file:line" '[ $rc = 2 ] && grep -q "broken.jsonl:1" "$d/err"'
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -128,7 +128,12 @@ typedef struct loop_ctx {
     const char *metric;
     bool maximise;
     double t0;
+    double paused;  /* seconds spent in dev evaluations and checkpoints: not training time */
 } loop_ctx;
+
+/* Seconds of training proper since the loop started: train.max_seconds is a budget of these, so how often a run
+ * evaluates or checkpoints does not change how much it learns in an equal-time comparison. */
+static double train_seconds(const loop_ctx *L) { return now() - L->t0 - L->paused; }
 
 /* Writes a record (and frees it). Timing fields go last so tools can strip them to compare runs. */
 static qkv_status emit(loop_ctx *L, cJSON *rec) {
@@ -183,10 +188,12 @@ static void prune(const char *dir, long keep) {
 }
 
 static qkv_status checkpoint(loop_ctx *L) {
+    double t_start = now();
     char name[64];
     snprintf(name, sizeof name, "ckpt-%ld.safetensors", L->r->state.step);
     qkv_status st = save(L, name);
     if (st == QKV_OK) prune(L->r->dir, qkv_config_int(L->r->cfg, "train.keep_checkpoints", 3));
+    L->paused += now() - t_start;
     return st;
 }
 
@@ -194,6 +201,7 @@ static qkv_status checkpoint(loop_ctx *L) {
 
 static qkv_status eval_dev(loop_ctx *L, bool *stop) {
     qkv_run *r = L->r;
+    double t_start = now();
     cJSON *m = run_evaluate(r, &r->dev, qkv_config_int(r->cfg, "eval.max_batches", 0));
     if (!m) return qkv_last_status();
     double v = cJSON_GetNumberValue(cJSON_GetObjectItem(m, L->metric));
@@ -218,10 +226,13 @@ static qkv_status eval_dev(loop_ctx *L, bool *stop) {
     cJSON_AddNumberToObject(rec, "best_step", (double)r->loop.best_step);
     if (*stop) cJSON_AddBoolToObject(rec, "early_stop", true);
     cJSON_Delete(m);
+    cJSON_AddNumberToObject(rec, "train_seconds", t_start - L->t0 - L->paused);
+    cJSON_AddNumberToObject(rec, "elapsed", now() - L->t0);
     curves_note(&L->curves, rec);
     qkv_status st = emit(L, rec);
     if (st == QKV_OK && better) st = save(L, "best.safetensors");
     if (st == QKV_OK) st = curves_plot(&L->curves, r->dir);
+    L->paused += now() - t_start;
     return st;
 }
 
@@ -357,7 +368,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
             out = QKV_TRAIN_STOPPED;
             break;
         }
-        if (max_seconds > 0 && now() - L.t0 >= max_seconds) { /* equal-wall-clock comparisons */
+        if (max_seconds > 0 && train_seconds(&L) >= max_seconds) { /* equal-wall-clock comparisons */
             out = QKV_TRAIN_TIME_LIMIT;
             break;
         }
@@ -411,6 +422,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
             cJSON_AddNumberToObject(rec, "lr", lr);
             cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
             cJSON_AddNumberToObject(rec, "tok_per_s", t > t_log ? tokens / (t - t_log) : 0);
+            cJSON_AddNumberToObject(rec, "train_seconds", t - L.t0 - L.paused);
             cJSON_AddNumberToObject(rec, "elapsed", t - L.t0);
             curves_note(&L.curves, rec);
             st = emit(&L, rec);
@@ -444,6 +456,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
                                                                               : "stopped");
         cJSON_AddNumberToObject(rec, "best_step", (double)r->loop.best_step);
         if (r->loop.best_step >= 0) cJSON_AddNumberToObject(rec, "best", r->loop.best);
+        cJSON_AddNumberToObject(rec, "train_seconds", train_seconds(&L));
         cJSON_AddNumberToObject(rec, "elapsed", now() - L.t0);
         st = emit(&L, rec);
     }

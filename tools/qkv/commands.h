@@ -6,6 +6,7 @@
 
 extern const cli_command cmd_demo;
 extern const cli_command cmd_viz;
+extern const cli_command cmd_plot;
 extern const cli_command cmd_generate;
 extern const cli_command cmd_translate;
 extern const cli_command cmd_bench;
