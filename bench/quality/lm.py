@@ -1,10 +1,17 @@
 #!/usr/bin/python3
 """Language-model quality: qkv vs. a PyTorch reference on Jane Austen (../shared/data/lm), character level, same
 data, tokenizer, model, hyperparameters and steps. Prints one JSON line per (model, side) with the dev loss (nats
-per token) and bits per character, then a comparison line per model (issue 9: qkv's dev loss <= torch's + 1%).
+per token) and bits per token (= per character: the tokenizer is char, with one <nl> token per line end), then a
+comparison line per model (issue 9).
 
-  /usr/bin/python3 bench/quality/lm.py [--models gru,gpt] [--qkv build/qkv] [--steps N] [--threads 2]
-                                       [--only torch|qkv]
+  /usr/bin/python3 bench/quality/lm.py [--models gru,gpt] [--qkv build/qkv] [--steps N | --seconds S]
+                                       [--threads 2] [--only torch|qkv] [--out DIR]
+
+--steps: same data, model, hyperparameters and steps; the comparison line checks qkv's dev loss <= torch's + 1%.
+--seconds: equal wall-clock; each engine trains S seconds of training proper (dev evaluations not counted, on both
+sides), the best dev checkpoint is scored on test; the line checks qkv's test bits per character < torch's.
+--out DIR keeps qkv's run, the torch side's dev curve (JSON lines in qkv's log format) and an SVG of both curves
+(`qkv plot`).
 
 Run from the repository root. Configs: bench/quality/lm_gru.json, lm_gpt.json. The qkv side is `qkv train` then
 `qkv eval --split dev --json`. The torch side rebuilds qkv's lm pipeline: every line of a file is its characters
@@ -37,7 +44,7 @@ def tokens(path):
     return out
 
 
-def torch_side(cfg, steps, threads, seed):
+def torch_side(cfg, steps, threads, seed, seconds=0, curve=None, test_too=False):
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -77,9 +84,40 @@ def torch_side(cfg, steps, threads, seed):
         opt = torch.optim.AdamW(model.parameters(), weight_decay=o.get("weight_decay", 0.01), **kw)
     else:
         opt = torch.optim.Adam(model.parameters(), weight_decay=o.get("weight_decay", 0.0), **kw)
-    t0 = time.time()
+
+    def score(ids):
+        """Mean loss (nats per token) over consecutive windows of T + 1 tokens, stride T, as qkv scores dev/test."""
+        model.eval()
+        total, count = 0.0, 0
+        last = len(ids) - T - 1
+        with torch.no_grad():
+            for s in range(0, last, T * B):
+                ks = range(s, min(s + T * B, last), T)
+                x = torch.stack([ids[k:k + T] for k in ks])
+                y = torch.stack([ids[k + 1:k + T + 1] for k in ks])
+                total += F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1), reduction="sum").item()
+                count += y.numel()
+        model.train()
+        return total / count
+
+    # The clock counts training only (dev evaluations paused), as qkv's train.max_seconds does.
+    every = cfg["eval"]["every"]
+    best, best_state, trained, t_mark, done = None, None, 0.0, time.time(), 0
+
+    def evaluate(step):
+        nonlocal best, best_state
+        loss = score(dv)
+        if curve:
+            curve.write(json.dumps({"kind": "eval", "split": "dev", "step": step, "loss": loss,
+                                    "bits_per_token": loss / LN2, "train_seconds": trained}) + "\n")
+            curve.flush()
+        if best is None or loss < best:
+            best, best_state = loss, {k: v.clone() for k, v in model.state_dict().items()}
+
     model.train()
-    for step in range(steps):
+    for step in range(1, steps + 1):
+        if seconds and trained + time.time() - t_mark >= seconds:
+            break
         starts = [random.randrange(0, len(tr) - T - 1) for _ in range(B)]
         x = torch.stack([tr[s:s + T] for s in starts])
         y = torch.stack([tr[s + 1:s + T + 1] for s in starts])
@@ -87,68 +125,99 @@ def torch_side(cfg, steps, threads, seed):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        done = step
         if step % 100 == 0:
             print(f"# torch {m['type']} step {step} loss {loss.item():.4f}", file=sys.stderr, flush=True)
-    secs = time.time() - t0
-    model.eval()
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for s in range(0, len(dv) - T - 1, T * B):
-            xs = [dv[k:k + T] for k in range(s, min(s + T * B, len(dv) - T - 1), T)]
-            ys = [dv[k + 1:k + T + 1] for k in range(s, min(s + T * B, len(dv) - T - 1), T)]
-            x, y = torch.stack(xs), torch.stack(ys)
-            total += F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1), reduction="sum").item()
-            count += y.numel()
-    loss = total / count
-    return {"side": "torch", "model": m["type"], "dev_loss": round(loss, 4), "dev_bits_per_char": round(loss / LN2, 4),
-            "steps": steps, "seconds": round(secs, 1)}
+        if step % every == 0 or step == steps:
+            trained += time.time() - t_mark
+            evaluate(step)
+            t_mark = time.time()
+    if done % every and done != steps:  # stopped by the clock: score the last steps too, as qkv does
+        trained += time.time() - t_mark
+        evaluate(done)
+    model.load_state_dict(best_state)
+    res = {"side": "torch", "model": m["type"], "dev_loss": round(best, 4), "dev_bits_per_token": round(best / LN2, 4),
+           "steps": done, "train_seconds": round(trained, 1)}
+    if test_too:
+        te = torch.tensor([stoi.get(c, 0) for c in tokens(os.path.join(ROOT, d["test"]))])
+        tl = score(te)
+        res.update(test_loss=round(tl, 4), test_bits_per_token=round(tl / LN2, 4))
+    return res
 
 
-def qkv_side(qkv, cfg_path, name, steps, threads):
-    run = tempfile.mkdtemp(prefix="qkv-lm-")
+def qkv_side(qkv, cfg_path, name, steps, threads, seconds=0, run=None, test_too=False):
+    run = run or tempfile.mkdtemp(prefix="qkv-lm-")
     env = dict(os.environ, QKV_THREADS=str(threads))
-    t0 = time.time()
-    r = subprocess.run([qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set",
-                        f"train.steps={steps}"], cwd=ROOT, env=env)
-    secs = time.time() - t0
+    cmd = [qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", f"train.steps={steps}"]
+    if seconds:
+        cmd += ["--set", f"train.max_seconds={seconds}"]
+    r = subprocess.run(cmd, cwd=ROOT, env=env)
     if r.returncode != 0:
         return {"side": "qkv", "model": name, "status": "train failed", "returncode": r.returncode, "run": run}
-    out = subprocess.run([qkv, "eval", "--run", run, "--split", "dev", "--json"], cwd=ROOT, env=env,
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        metrics = json.loads(out.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"side": "qkv", "model": name, "status": "eval failed", "returncode": out.returncode, "run": run}
-    loss = metrics.get("loss")
-    return {"side": "qkv", "model": name, "dev_loss": loss,
-            "dev_bits_per_char": metrics.get("bits_per_char", round(loss / LN2, 4) if loss is not None else None),
-            "steps": steps, "seconds": round(secs, 1), "run": run}
+    end = [json.loads(l) for l in open(os.path.join(run, "log.jsonl")) if '"kind":"end"' in l][-1]
+    res = {"side": "qkv", "model": name, "steps": end["step"], "train_seconds": round(end.get("train_seconds", 0), 1),
+           "run": run}
+    for split in ["dev"] + (["test"] if test_too else []):
+        out = subprocess.run([qkv, "eval", "--run", run, "--split", split, "--json"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            loss = json.loads(out.stdout.strip().splitlines()[-1])["loss"]
+        except (ValueError, IndexError, KeyError):
+            return dict(res, status=f"eval {split} failed", returncode=out.returncode)
+        res[f"{split}_loss"] = round(loss, 4)
+        res[f"{split}_bits_per_token"] = round(loss / LN2, 4)
+    return res
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="gru,gpt")
     ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
-    ap.add_argument("--steps", type=int)
+    ap.add_argument("--steps", type=int, help="same-steps comparison (default: the config's train.steps)")
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="equal wall-clock comparison: each engine trains this many seconds (evaluations not "
+                         "counted), then dev and test are scored")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["torch", "qkv"])
+    ap.add_argument("--out", help="folder for the curves: <model>_<tag>_{qkv run,torch.jsonl,curve.svg}")
     a = ap.parse_args()
+    tag = f"{a.seconds / 60:g}min" if a.seconds else f"{a.steps or 'cfg'}steps"
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
     for name in a.models.split(","):
         path = os.path.join(HERE, f"lm_{name}.json")
         with open(path) as f:
             cfg = json.load(f)
-        steps = a.steps or cfg["train"]["steps"]
+        steps = a.steps or (10 ** 7 if a.seconds else cfg["train"]["steps"])
+        base = os.path.join(a.out, f"{name}_{tag}") if a.out else None
         res = {}
         if a.only != "torch":
-            res["qkv"] = qkv_side(a.qkv, path, name, steps, a.threads)
+            run = base + "_qkv" if base else None
+            if run and os.path.exists(run):
+                subprocess.run(["rm", "-rf", run])
+            res["qkv"] = qkv_side(a.qkv, path, name, steps, a.threads, a.seconds, run, bool(a.seconds))
             print(json.dumps(res["qkv"]), flush=True)
         if a.only != "qkv":
-            res["torch"] = torch_side(cfg, steps, a.threads, cfg.get("seed", 1))
+            curve = open(base + "_torch.jsonl", "w") if base else None
+            res["torch"] = torch_side(cfg, steps, a.threads, cfg.get("seed", 1), a.seconds, curve, bool(a.seconds))
             print(json.dumps(res["torch"]), flush=True)
+            if curve:
+                curve.close()
         if len(res) == 2 and res["qkv"].get("dev_loss") is not None:
-            q, t = res["qkv"]["dev_loss"], res["torch"]["dev_loss"]
-            print(json.dumps({"comparison": f"lm_{name}", "qkv_dev_loss": q, "torch_dev_loss": t,
-                              "qkv_within_1pct": q <= t * 1.01}), flush=True)
+            q, t = res["qkv"], res["torch"]
+            line = {"comparison": f"lm_{name}", "mode": tag, "qkv_dev_loss": q["dev_loss"],
+                    "torch_dev_loss": t["dev_loss"], "qkv_steps": q["steps"], "torch_steps": t["steps"]}
+            if a.seconds:
+                line.update(qkv_test_bits=q["test_bits_per_token"], torch_test_bits=t["test_bits_per_token"],
+                            qkv_better=q["test_bits_per_token"] < t["test_bits_per_token"])
+            else:
+                line["qkv_within_1pct"] = q["dev_loss"] <= t["dev_loss"] * 1.01
+            print(json.dumps(line), flush=True)
+            if base:
+                x = "minutes" if a.seconds else "step"
+                subprocess.run([a.qkv, "plot", "-o", base + "_curve.svg", "--x", x, "--y", "bits_per_token",
+                                "--title", f"{name} LM, dev bits per character ({tag}, 2 cores)",
+                                f"qkv={base}_qkv", f"pytorch={base}_torch.jsonl"], cwd=ROOT)
 
 
 if __name__ == "__main__":
