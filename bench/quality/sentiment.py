@@ -10,7 +10,9 @@ Run from the repository root (the config names ../shared/data/sentiment). The qk
 bench/quality/sentiment.json, then `qkv eval --split test --json`. The torch side rebuilds the same pipeline:
 word tokens (lowercased, punctuation dropped, split on whitespace), a vocabulary of every training word
 (specials <pad> <unk> [CLS] first), [CLS] prepended, the same model (tests/ref/cls_model.py's module tree),
-Adam, batch 32, dropout 0.1, dev accuracy every 100 steps. Initial weights and dropout masks differ (different
+Adam, batch 32, dropout 0.1, dev accuracy every 100 steps. A config with "embeddings.pretrained" (GloVe) gives
+both sides the same initial vectors for the same words (exact, then lowercased; <pad> and missing words keep the
+model's init). Initial weights and dropout masks differ (different
 generators), so single runs differ by noise of about a point on 248 test sentences."""
 import argparse
 import json
@@ -88,6 +90,13 @@ def torch_side(cfg, steps, threads, seed, seconds=0):
         for layer in model.encoder.layers:  # the reference module has no dropout: add it where qkv has it
             layer.ff = (lambda l: lambda x: drop(l.linear2(drop(act(l.linear1(x))))))(layer)
             layer.self_attn.drop = torch.nn.Dropout(m["attn_dropout"])
+    emb = cfg.get("embeddings") or {}
+    covered = None
+    if emb.get("pretrained"):  # torchtext's vocab.load_vectors + Embedding.from_pretrained, as qkv's run does
+        covered = load_vectors(model.embedding.weight, itos, os.path.normpath(os.path.join(ROOT, emb["pretrained"])),
+                               emb.get("lowercase_fallback", True), torch)
+        if emb.get("frozen"):
+            model.embedding.weight.requires_grad_(False)
     opt = torch.optim.Adam(model.parameters(), lr=t["optimizer"]["lr"])
 
     def batch(rows):
@@ -111,9 +120,10 @@ def torch_side(cfg, steps, threads, seed, seconds=0):
 
     B, every = t["batch_size"], cfg["eval"]["every"]
     order, pos, best, best_state = [], 0, -1.0, None
-    t0 = time.time()
+    # The clock counts training only (dev evaluations paused), as qkv's train.max_seconds does.
+    trained, t_mark = 0.0, time.time()
     for step in range(1, steps + 1):
-        if seconds and time.time() - t0 >= seconds:  # equal wall-clock: stop, and score what was trained
+        if seconds and trained + time.time() - t_mark >= seconds:  # equal wall-clock: stop, score what was trained
             acc = accuracy(dev)
             if acc > best:
                 best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
@@ -131,12 +141,44 @@ def torch_side(cfg, steps, threads, seed, seconds=0):
         loss.backward()
         opt.step()
         if step % every == 0 or step == steps:
+            trained += time.time() - t_mark
             acc = accuracy(dev)
             if acc > best:
                 best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
+            t_mark = time.time()
+    trained += time.time() - t_mark
     model.load_state_dict(best_state)
     return {"side": "torch", "test_accuracy": round(accuracy(test), 4), "best_dev_accuracy": round(best, 4),
-            "steps": steps, "seconds": round(time.time() - t0, 1), "vocab": len(itos)}
+            "steps": steps, "train_seconds": round(trained, 1), "vocab": len(itos),
+            **({"pretrained_found": covered} if covered is not None else {})}
+
+
+def load_vectors(weight, itos, path, lowercase_fallback, torch):
+    """Rows of the vocabulary's words found in a GloVe / word2vec text file (exact word, else lowercased) become
+    the file's vectors; the others keep their init and <pad> (id 0) is left alone. Returns how many rows were set."""
+    vecs = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            parts = line.rstrip("\r\n").split(" ")
+            if n == 0 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec's "N D" header
+            vecs[parts[0]] = parts[1:]
+    dim = weight.shape[1]
+    found = 0
+    with torch.no_grad():
+        for i, w in enumerate(itos):
+            if i == 0:
+                continue
+            v = vecs.get(w)
+            if v is None and lowercase_fallback:
+                v = vecs.get(w.lower())
+            if v is None:
+                continue
+            if len(v) != dim:
+                raise SystemExit("%s: %d-dimensional vectors, the model's embedding has %d" % (path, len(v), dim))
+            weight[i] = torch.tensor([float(x) for x in v], dtype=torch.float32)
+            found += 1
+    return found
 
 
 def EmbMean(vocab, dim, classes, torch):
@@ -184,11 +226,11 @@ def qkv_side(qkv, steps, threads, config, seconds=0):
         metrics = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"side": "qkv", "status": "eval failed", "returncode": out.returncode, "run": run}
-    if seconds:  # the steps actually taken, from the run's log
-        with open(os.path.join(run, "log.jsonl")) as f:
-            ends = [json.loads(l) for l in f if '"kind":"end"' in l]
-        steps = ends[-1]["step"] if ends else steps
-    return {"side": "qkv", "test_accuracy": metrics.get("accuracy"), "steps": steps, "seconds": round(secs, 1),
+    with open(os.path.join(run, "log.jsonl")) as f:  # the steps and training time actually taken
+        ends = [json.loads(l) for l in f if '"kind":"end"' in l]
+    steps = ends[-1]["step"] if ends else steps
+    trained = ends[-1].get("train_seconds", secs) if ends else secs
+    return {"side": "qkv", "test_accuracy": metrics.get("accuracy"), "steps": steps, "train_seconds": round(trained, 1),
             "run": run, "metrics": metrics}
 
 
@@ -200,7 +242,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", choices=["torch", "qkv"])
     ap.add_argument("--config", default=os.path.join(HERE, "sentiment.json"),
-                    help="sentiment.json (Transformer) or sentiment_embmean.json (the baseline)")
+                    help="sentiment.json (Transformer), sentiment_embmean.json (the baseline) or "
+                         "sentiment_glove.json (the baseline from GloVe vectors)")
     ap.add_argument("--seconds", type=float, default=0,
                     help="equal wall-clock: each side trains for this long (steps become a cap)")
     a = ap.parse_args()

@@ -4,12 +4,17 @@ beam 4 (GNMT length penalty) and MBR (samples scored against each other with sen
 JSON line per decoding mode.
 
     /usr/bin/python3 bench/quality/translation.py --data ../shared/data/translation [--model transformer|lstm]
-        [--steps N] [--limit N] [--mbr-limit N] [--qkv build/qkv] [--threads 2]
+        [--steps N] [--limit N] [--mbr-limit N] [--qkv build/qkv] [--run QKV_RUN_DIR] [--threads 2]
 
-Tokenisation is qkv's word tokenizer as translation.json configures it (split on whitespace, case and punctuation
-kept, <pad> <unk> <s> </s> then the words by frequency), so both engines see the same ids. BLEU is corpus BLEU on
-the tokenised references: by `qkv bleu` when --qkv is given (sacrebleu-compatible), else sacrebleu if importable,
-else the small implementation below (same formula, exp smoothing)."""
+Tokenisation is what translation.json's data section says, with the same ids as qkv:
+  bpe   the byte-level BPE qkv trained for the run in --run (its vocab.json + merges.txt; tgt_vocab.json +
+        tgt_merges.txt for the target when vocabularies are separate): sentences are encoded by
+        `qkv tokenize encode` (needs --qkv), ids <pad> <s> </s> are the three after the byte-level vocabulary, and
+        hypotheses are decoded back to text. BLEU: detokenized hypotheses against the raw reference lines.
+  word  qkv's word tokenizer (split on whitespace, case and punctuation kept, <pad> <unk> <s> </s> then the words
+        by frequency). BLEU: on the tokenised references.
+BLEU is corpus BLEU by `qkv bleu` when --qkv is given (sacrebleu-compatible, 13a tokenizer), else sacrebleu if
+importable, else the small implementation below (same formula, exp smoothing; whitespace tokens)."""
 import argparse
 import collections
 import json
@@ -28,13 +33,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
-def read_tsv(path, limit=0):
+def read_tsv(path, limit=0, split=True):
     pairs = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
             if len(parts) >= 2:
-                pairs.append((parts[0].split(), parts[1].split()))
+                pairs.append((parts[0].split(), parts[1].split()) if split else (parts[0], parts[1]))
             if limit and len(pairs) >= limit:
                 break
     return pairs
@@ -51,6 +56,47 @@ def build_vocab(seqs, min_freq, max_vocab):
 
 def encode(seq, stoi, max_len):
     return [stoi.get(w, UNK) for w in seq[:max_len]]
+
+
+def byte_to_unicode():
+    """GPT-2's byte-level alphabet: printable Latin-1 bytes stand for themselves, the rest for U+0100 onwards."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+class QkvBpe:
+    """One side's BPE of a qkv run. Encoding goes through `qkv tokenize encode`, so the ids are qkv's own;
+    decoding maps the byte-level tokens back to bytes (specials skipped; invalid UTF-8 replaced, newlines made
+    spaces so a hypothesis stays one line)."""
+
+    def __init__(self, qkv, run, prefix, tmp):
+        self.qkv, self.dir = qkv, run
+        if prefix:  # `qkv tokenize --bpe DIR` reads DIR/vocab.json + DIR/merges.txt
+            self.dir = os.path.join(tmp, prefix.rstrip("_"))
+            os.makedirs(self.dir, exist_ok=True)
+            for name in ("vocab.json", "merges.txt"):
+                os.symlink(os.path.abspath(os.path.join(run, prefix + name)), os.path.join(self.dir, name))
+        vocab = json.load(open(os.path.join(self.dir, "vocab.json"), encoding="utf-8"))
+        self.size = max(vocab.values()) + 1
+        self.pad, self.bos, self.eos = vocab["<pad>"], vocab["<s>"], vocab["</s>"]
+        back = {u: b for b, u in byte_to_unicode().items()}
+        self.bytes = {i: bytes(back[c] for c in t) for t, i in vocab.items() if i not in (self.pad, self.bos, self.eos)}
+
+    def encode(self, lines, max_len):
+        out = subprocess.run([self.qkv, "tokenize", "encode", "--bpe", self.dir], input="\n".join(lines) + "\n",
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        return [[int(x) for x in out[i].split()][:max_len] for i in range(len(lines))]
+
+    def decode(self, ids):
+        text = b"".join(self.bytes.get(i, b"") for i in ids).decode("utf-8", errors="replace")
+        return text.replace("\n", " ")
 
 
 def sinusoid(max_len, d):
@@ -274,6 +320,9 @@ def sentence_bleu(hyp, ref):
 
 
 def corpus_bleu(hyps, refs, qkv=None):
+    """hyps, refs: token lists (word runs) or detokenized strings (bpe runs)."""
+    if isinstance(hyps[0] if hyps else "", str):
+        hyps, refs = [h.split() for h in hyps], [r.split() for r in refs]
     if qkv:
         with tempfile.TemporaryDirectory() as d:
             hp, rp = os.path.join(d, "hyp"), os.path.join(d, "ref")
@@ -295,11 +344,13 @@ def corpus_bleu(hyps, refs, qkv=None):
         return bleu_from([tuple(x) for x in tot], hl, rl)
 
 
-def mbr(model, src_ids, max_len, n, gen):
+def mbr(model, src_ids, max_len, n, gen, words=lambda ids: ids):
+    """words: a candidate's tokens for sentence BLEU (word runs: the ids; bpe runs: the decoded text's words)."""
     cands = sample(model, src_ids, max_len, n, 1.0, gen)
+    toks = [words(c) for c in cands]
     best, best_e = 0, -1.0
-    for i, c in enumerate(cands):
-        e = sum(sentence_bleu(c, o) for j, o in enumerate(cands) if j != i) / max(len(cands) - 1, 1)
+    for i, c in enumerate(toks):
+        e = sum(sentence_bleu(c, o) for j, o in enumerate(toks) if j != i) / max(len(toks) - 1, 1)
         if e > best_e + 1e-12:
             best, best_e = i, e
     return cands[best]
@@ -314,24 +365,46 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="test sentences to decode (0: all)")
     ap.add_argument("--mbr-limit", type=int, default=200, help="test sentences for MBR (slow)")
     ap.add_argument("--mbr-samples", type=int, default=16)
-    ap.add_argument("--qkv", default="", help="qkv binary for sacrebleu-compatible BLEU")
+    ap.add_argument("--qkv", default="", help="qkv binary for sacrebleu-compatible BLEU (and bpe encoding)")
+    ap.add_argument("--run", default="", help="the qkv run whose trained BPE files to use (bpe data)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--decode-max-len", type=int, default=0, help="override decode.max_len (smoke tests)")
     a = ap.parse_args()
+    global PAD, BOS, EOS
     torch.set_num_threads(a.threads)
     cfg = json.load(open(a.config))
     m = cfg["models"][a.model]
     d, tr = cfg["data"], cfg["train"]
     steps = a.steps or tr["steps"]
     torch.manual_seed(cfg.get("seed", 1))
-    train = read_tsv(os.path.join(a.data, "train.tsv"))
-    test = read_tsv(os.path.join(a.data, "test.tsv"))
-    sstoi, _ = build_vocab([s for s, _ in train], d["min_freq"], d["max_vocab"])
-    tstoi, titos = build_vocab([t for _, t in train], d["min_freq"], d["max_vocab"])
+    bpe = d.get("tokenizer") == "bpe"
+    if bpe and not (a.qkv and a.run):
+        sys.exit("translation.py: the config uses a bpe tokenizer: pass --qkv BIN and --run DIR (a qkv run trained "
+                 "with it, whose vocab.json / merges.txt give the ids)")
+    tmp = tempfile.TemporaryDirectory()
+    train = read_tsv(os.path.join(a.data, "train.tsv"), split=not bpe)
+    test = read_tsv(os.path.join(a.data, "test.tsv"), split=not bpe)
+    test = test[:a.limit] if a.limit else test
     L = d["max_len"]
-    data = [(encode(s, sstoi, L), encode(t, tstoi, L)) for s, t in train]
+    if bpe:
+        sb = QkvBpe(a.qkv, a.run, "", tmp.name)
+        tb = sb if d.get("shared_vocab") else QkvBpe(a.qkv, a.run, "tgt_", tmp.name)
+        PAD, BOS, EOS = tb.pad, tb.bos, tb.eos
+        if (sb.pad, sb.bos, sb.eos) != (PAD, BOS, EOS):
+            sys.exit("translation.py: separate BPE vocabularies of different sizes are not supported here")
+        vs, vt = sb.size, tb.size
+        data = list(zip(sb.encode([s for s, _ in train], L), tb.encode([t for _, t in train], L)))
+        srcs = [x or [PAD] for x in sb.encode([s for s, _ in test], L)]
+        detok, words = tb.decode, lambda ids: tb.decode(ids).split()
+    else:
+        sstoi, _ = build_vocab([s for s, _ in train], d["min_freq"], d["max_vocab"])
+        tstoi, titos = build_vocab([t for _, t in train], d["min_freq"], d["max_vocab"])
+        vs, vt = len(sstoi), len(tstoi)
+        data = [(encode(s, sstoi, L), encode(t, tstoi, L)) for s, t in train]
+        srcs = [encode(s, sstoi, L) or [UNK] for s, _ in test]
+        detok, words = (lambda ids: [titos[i] for i in ids]), (lambda ids: ids)
     data = [x for x in data if x[0]]
-    model = (NMT if a.model == "transformer" else LSTMSeq2Seq)(len(sstoi), len(tstoi), m, m.get("max_len", L + 2))
+    model = (NMT if a.model == "transformer" else LSTMSeq2Seq)(vs, vt, m, m.get("max_len", L + 2))
     o = tr["optimizer"]
     opt = torch.optim.Adam(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
     gen = torch.Generator().manual_seed(cfg.get("seed", 1))
@@ -340,7 +413,7 @@ def main():
     while step < steps:
         for items in batches(data, tr["batch_size"], gen):
             src, pad, tin, tout = collate(items)
-            loss = F.cross_entropy(model(src, pad, tin).reshape(-1, len(tstoi)), tout.reshape(-1), ignore_index=PAD)
+            loss = F.cross_entropy(model(src, pad, tin).reshape(-1, vt), tout.reshape(-1), ignore_index=PAD)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if tr.get("clip_norm"):
@@ -351,9 +424,7 @@ def main():
                 break
     train_s = time.time() - t0
     model.eval()
-    test = test[:a.limit] if a.limit else test
     refs = [t for _, t in test]
-    srcs = [encode(s, sstoi, L) or [UNK] for s, _ in test]
     dec = cfg["decode"]
     if a.decode_max_len:
         dec["max_len"] = a.decode_max_len
@@ -371,8 +442,8 @@ def main():
                 elif mode == "beam":
                     ids = beam(model, s, dec["max_len"], dec["beam"], dec["alpha"])
                 else:
-                    ids = mbr(model, s, dec["max_len"], a.mbr_samples, sgen)
-                hyps.append([titos[i] for i in ids])
+                    ids = mbr(model, s, dec["max_len"], a.mbr_samples, sgen, words)
+                hyps.append(detok(ids))
             row = dict(base, decode=mode if mode != "beam" else "beam%d" % dec["beam"], sentences=n,
                        bleu=round(corpus_bleu(hyps, refs[:n], a.qkv or None), 2),
                        decode_s=round(time.time() - t1, 1))

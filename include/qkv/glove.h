@@ -43,6 +43,9 @@ const qkv_vocab *qkv_vectors_vocab(const qkv_vectors *v);
 /* Word of row i (NULL with an error if out of range); row of a word, or -1 (no error) if absent. */
 const char *qkv_vectors_word(const qkv_vectors *v, int64_t i);
 int64_t qkv_vectors_find(const qkv_vectors *v, const char *word);
+/* Row of a token given as bytes (not NUL-terminated): the exact form, else (lowercase_fallback) its lowercased form
+ * (utf8proc's simple per-code-point mapping); -1 (no error) when neither is in the file. */
+int64_t qkv_vectors_lookup(const qkv_vectors *v, const char *tok, size_t len, bool lowercase_fallback);
 
 typedef struct qkv_vec_hit {
     int64_t row;

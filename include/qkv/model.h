@@ -54,6 +54,16 @@ typedef struct qkv_attention_maps {
     qkv_tensor *weights[32];
 } qkv_attention_maps;
 
+/* A token embedding matrix of a model type: where pretrained word vectors go (the run's "embeddings" option,
+ * docs/training.md). The row of token id i is that token's vector. */
+typedef struct qkv_model_embedding {
+    const char *param;    /* parameter name, e.g. "embedding.weight"; NULL ends a list */
+    const char *vocab;    /* whose tokens index the rows: "input" (the task's vocabulary; seq2seq: the source's) or
+                           * "target" (seq2seq's target vocabulary, the same one when data.shared_vocab) */
+    const char *tied_key; /* boolean key of the model config that, when true, makes this matrix the output
+                           * projection too (gpt's "tied"), or NULL when it never is */
+} qkv_model_embedding;
+
 typedef struct qkv_model_type {
     const char *name;    /* config "model.type" */
     const char *task;    /* "classify", "lm", "seq2seq", "tagging" */
@@ -73,12 +83,19 @@ typedef struct qkv_model_type {
      * [B, T, V_tgt] under teacher forcing; tagging -> log-probabilities [B, T, C]. If maps is non-NULL and the
      * model has attention, fill it (weights requested from the attention layers). */
     qkv_tensor *(*forward)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps);
+    /* The token embeddings, a list ended by a NULL param, or NULL for none. An entry whose parameter a model did not
+     * create is skipped: a config option can choose between layouts (transformer_seq2seq's share_embeddings makes
+     * one "emb.weight" instead of "src_emb.weight" and "tgt_emb.weight"). */
+    const qkv_model_embedding *embeddings;
 } qkv_model_type;
 
 /* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */
 const qkv_model_type *qkv_model_type_find(const char *name);
 int qkv_model_type_count(void);
 const qkv_model_type *qkv_model_type_at(int i);
+/* The token embeddings of a model type (its table's list); NULL when it has none (pretrained vectors then cannot
+ * be used with it). */
+const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t);
 
 #ifdef __cplusplus
 }

@@ -472,6 +472,17 @@ static char *lowercase(const char *s, size_t len) {
     return out;
 }
 
+int64_t qkv_vectors_lookup(const qkv_vectors *v, const char *tok, size_t len, bool lowercase_fallback) {
+    if (!v || !tok || len == 0) return -1;
+    int64_t r = qkv_vocab_id(v->vocab, tok, len);
+    if (r < 0 && lowercase_fallback) {
+        char *low = lowercase(tok, len);
+        if (low) r = qkv_vocab_id(v->vocab, low, strlen(low));
+        free(low);
+    }
+    return r;
+}
+
 qkv_tensor *qkv_vectors_vocab_matrix(const qkv_vectors *v, const qkv_vocab *vocab, int64_t dim,
                                      bool lowercase_fallback, float oov_std, qkv_rng *rng, int64_t *found) {
     if (!v || !vocab) {

@@ -48,6 +48,8 @@ static qkv_tensor *loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, forward(ctx, m, b, NULL), b->labels, NULL);
 }
 
+static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_embmean = {
     .name = "embmean",
     .task = "classify",
@@ -57,4 +59,5 @@ const qkv_model_type qkv_model_embmean = {
     .free = destroy,
     .loss = loss,
     .forward = forward,
+    .embeddings = embeddings,
 };

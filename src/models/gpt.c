@@ -412,6 +412,8 @@ static qkv_tensor *gpt_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, logits, b->targets, &o);
 }
 
+static const qkv_model_embedding embeddings[] = {{"transformer.wte.weight", "input", "tied"}, {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_gpt = {
     .name = "gpt",
     .task = "lm",
@@ -422,4 +424,5 @@ const qkv_model_type qkv_model_gpt = {
     .free = gpt_free,
     .loss = gpt_loss,
     .forward = gpt_fwd,
+    .embeddings = embeddings,
 };

@@ -338,6 +338,9 @@ static qkv_tensor *lstm_model_loss(qkv_ctx *ctx, qkv_model *model, const qkv_bat
     return s2s_masked_loss(ctx, lstm_model_forward(ctx, model, b, NULL), b);
 }
 
+static const qkv_model_embedding embeddings[] = {
+    {"src_emb.weight", "input", NULL}, {"tgt_emb.weight", "target", NULL}, {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_lstm_seq2seq = {
     .name = "lstm_seq2seq",
     .task = "seq2seq",
@@ -348,6 +351,7 @@ const qkv_model_type qkv_model_lstm_seq2seq = {
     .free = lstm_model_free,
     .loss = lstm_model_loss,
     .forward = lstm_model_forward,
+    .embeddings = embeddings,
 };
 
 extern const qkv_model_type qkv_model_transformer_seq2seq;

@@ -47,3 +47,5 @@ const qkv_model_type *qkv_model_type_find(const char *name) {
     qkv_error_set(QKV_ERR_INVALID, "unknown model type '%s' (known: %s)", name, known[0] ? known : "none");
     return NULL;
 }
+
+const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t) { return t ? t->embeddings : NULL; }

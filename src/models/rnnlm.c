@@ -240,6 +240,8 @@ static qkv_tensor *rnnlm_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, lp, b->targets, &o);
 }
 
+static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_rnnlm = {
     .name = "rnnlm",
     .task = "lm",
@@ -250,4 +252,5 @@ const qkv_model_type qkv_model_rnnlm = {
     .free = rnnlm_free,
     .loss = rnnlm_loss,
     .forward = rnnlm_fwd,
+    .embeddings = embeddings,
 };

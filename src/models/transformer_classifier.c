@@ -339,6 +339,10 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }
 
+/* Word vectors (the run's "embeddings" option) go here; model.embeddings.pretrained is the older way for a
+ * safetensors matrix already in the run's vocabulary order. */
+static const qkv_model_embedding tcls_embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_transformer_classifier = {
     .name = "transformer_classifier",
     .task = "classify",
@@ -350,4 +354,5 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .free = tcls_free,
     .loss = tcls_loss,
     .forward = tcls_forward,
+    .embeddings = tcls_embeddings,
 };

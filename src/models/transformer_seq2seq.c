@@ -54,6 +54,12 @@ static bool check_ids(const qkv_tensor *t, const char *what) {
 
 qkv_tensor *qkv_tf_s2s_forward(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
                                qkv_tensor *tgt, qkv_tensor **cross) {
+    return qkv_tf_s2s_forward_maps(ctx, m, src, src_pad, tgt, NULL, NULL, cross);
+}
+
+qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
+                                    qkv_tensor *tgt, qkv_tensor **enc_self, qkv_tensor **dec_self,
+                                    qkv_tensor **cross) {
     if (!src || !tgt) return NULL;
     if (!check_ids(src, "src") || !check_ids(tgt, "tgt")) return NULL;
     if (src->shape[0] != tgt->shape[0]) {
@@ -64,8 +70,8 @@ qkv_tensor *qkv_tf_s2s_forward(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *sr
     qkv_tensor *xs = qkv_nn_posenc_forward(ctx, &m->pe, qkv_nn_embedding_forward(ctx, &m->src_emb, src), 0);
     qkv_tensor *xt = qkv_nn_posenc_forward(ctx, &m->pe, qkv_nn_embedding_forward(ctx, &m->tgt_emb, tgt), 0);
     qkv_nn_attn_mask smask = {.key_padding = src_pad}, tmask = {.causal = true};
-    qkv_tensor *mem = qkv_nn_encoder_forward(ctx, &m->tf.encoder, xs, &smask, NULL);
-    qkv_tensor *y = qkv_nn_decoder_forward(ctx, &m->tf.decoder, xt, mem, &tmask, &smask, NULL, cross);
+    qkv_tensor *mem = qkv_nn_encoder_forward(ctx, &m->tf.encoder, xs, &smask, enc_self);
+    qkv_tensor *y = qkv_nn_decoder_forward(ctx, &m->tf.decoder, xt, mem, &tmask, &smask, dec_self, cross);
     return qkv_nn_linear_forward(ctx, &m->gen, y);
 }
 
@@ -341,13 +347,26 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
         qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq: %d decoder layers exceed the 32 attention-map slots", nl);
         return NULL;
     }
-    qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0};
-    qkv_tensor *logits = qkv_tf_s2s_forward(ctx, &tm->m, b->src_ids, pad, b->ids, maps ? cross : NULL);
+    /* Cross-attention maps come first (slot l = decoder layer l), so readers that only want the alignments need not
+     * know about the others; the encoder's and the decoder's self-attention follow when all of them fit. */
+    int ne = tm->m.tf.encoder.num_layers;
+    bool all = maps && nl + ne + nl <= 32;
+    qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0}, *enc[QKV_NN_MAX_LAYERS] = {0}, *dec[QKV_NN_MAX_LAYERS] = {0};
+    qkv_tensor *logits = qkv_tf_s2s_forward_maps(ctx, &tm->m, b->src_ids, pad, b->ids, all ? enc : NULL,
+                                                 all ? dec : NULL, maps ? cross : NULL);
     if (maps && logits) {
-        maps->n_layers = nl;
+        memset(maps, 0, sizeof *maps);
         for (int l = 0; l < nl; l++) {
-            maps->kind[l] = "cross";
-            maps->weights[l] = cross[l];
+            maps->kind[maps->n_layers] = "cross";
+            maps->weights[maps->n_layers++] = cross[l];
+        }
+        for (int l = 0; all && l < ne; l++) {
+            maps->kind[maps->n_layers] = "self";
+            maps->weights[maps->n_layers++] = enc[l];
+        }
+        for (int l = 0; all && l < nl; l++) {
+            maps->kind[maps->n_layers] = "causal";
+            maps->weights[maps->n_layers++] = dec[l];
         }
     }
     return logits;
@@ -356,6 +375,12 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
 static qkv_tensor *tf_model_loss(qkv_ctx *ctx, qkv_model *model, const qkv_batch *b) {
     return s2s_masked_loss(ctx, tf_model_forward(ctx, model, b, NULL), b);
 }
+
+/* share_embeddings makes one "emb.weight" instead of the source and target pair; absent entries are skipped. */
+static const qkv_model_embedding embeddings[] = {{"src_emb.weight", "input", NULL},
+                                                 {"tgt_emb.weight", "target", NULL},
+                                                 {"emb.weight", "input", NULL},
+                                                 {NULL, NULL, NULL}};
 
 const qkv_model_type qkv_model_transformer_seq2seq = {
     .name = "transformer_seq2seq",
@@ -368,4 +393,5 @@ const qkv_model_type qkv_model_transformer_seq2seq = {
     .free = tf_model_free,
     .loss = tf_model_loss,
     .forward = tf_model_forward,
+    .embeddings = embeddings,
 };

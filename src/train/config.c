@@ -19,7 +19,8 @@ static const char *const DEFAULTS =
     "\"data\": {"
     "  \"train\": \"\", \"dev\": \"\", \"test\": \"\","
     "  \"format\": \"auto\", \"tokenizer\": \"auto\", \"vocab_file\": \"\", \"merges_file\": \"\","
-    "  \"lowercase\": true, \"strip_punct\": true, \"min_freq\": 1, \"max_vocab\": 0, \"bpe_vocab_size\": 512,"
+    "  \"lowercase\": true, \"strip_punct\": true, \"min_freq\": 1, \"max_vocab\": 0, \"bpe_vocab_size\": 8000,"
+    "  \"bpe_min_freq\": 2,"
     "  \"max_len\": 128, \"seq_len\": 64, \"shared_vocab\": false, \"cls_token\": false,"
     "  \"shuffle\": true, \"bucket\": true"
     "},"
@@ -37,6 +38,7 @@ static const char *const DEFAULTS =
     "  \"every\": 100, \"batch_size\": 64, \"max_batches\": 0, \"metric\": \"auto\", \"mode\": \"auto\","
     "  \"patience\": 0, \"bleu\": false, \"bleu_max_examples\": 200"
     "},"
+    "\"embeddings\": {\"pretrained\": null, \"frozen\": false, \"lowercase_fallback\": true, \"format\": \"auto\"},"
     "\"seed\": 1"
     "}";
 
@@ -57,6 +59,7 @@ static const rule RULES[] = {
     {"data.min_freq", R_INT, 1, BIG, false, NULL},
     {"data.max_vocab", R_INT, 0, BIG, false, NULL},
     {"data.bpe_vocab_size", R_INT, 257, 1 << 20, false, NULL},
+    {"data.bpe_min_freq", R_INT, 1, BIG, false, NULL},
     {"data.max_len", R_INT, 1, 1 << 20, false, NULL},
     {"data.seq_len", R_INT, 1, 1 << 20, false, NULL},
     {"train.steps", R_INT, 1, BIG, false, NULL},
@@ -88,6 +91,7 @@ static const rule RULES[] = {
     {"eval.mode", R_ENUM, 0, 0, false, "auto|min|max"},
     {"eval.patience", R_INT, 0, BIG, false, NULL},
     {"eval.bleu_max_examples", R_INT, 0, BIG, false, NULL},
+    {"embeddings.format", R_ENUM, 0, 0, false, "auto|text|binary"},
     {"seed", R_INT, 0, 4294967295.0, false, NULL},
 };
 

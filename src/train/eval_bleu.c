@@ -1,4 +1,5 @@
-/* BLEU during seq2seq evals: greedy decoding through the model's teacher-forcing forward, then corpus BLEU. */
+/* BLEU during seq2seq evals: greedy decoding through the model's teacher-forcing forward, then corpus BLEU (word
+ * tokens as they are; BPE runs on detokenized text with sacrebleu's 13a tokenizer). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,13 +9,13 @@
 #include "qkv/metrics.h"
 #include "train_internal.h"
 
-/* Tokens of ids joined by spaces, stopping at </s> (malloc'd). */
-static char *detokenize(const qkv_vocab *v, const int32_t *ids, int64_t n, int32_t eos) {
+/* Tokens of ids joined by spaces (malloc'd). */
+static char *join_tokens(const qkv_vocab *v, const int32_t *ids, int64_t n) {
     size_t cap = 64, len = 0;
     char *out = malloc(cap);
     if (!out) return NULL;
     out[0] = '\0';
-    for (int64_t i = 0; i < n && ids[i] != eos; i++) {
+    for (int64_t i = 0; i < n; i++) {
         size_t tl = 0;
         const char *tok = qkv_vocab_token(v, ids[i], &tl);
         if (!tok) continue;
@@ -33,6 +34,17 @@ static char *detokenize(const qkv_vocab *v, const int32_t *ids, int64_t n, int32
         out[len] = '\0';
     }
     return out;
+}
+
+/* Text of ids up to </s> (malloc'd): BPE ids decoded to text, word tokens joined by spaces. */
+static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
+    int64_t len = 0;
+    while (len < n && ids[len] != t->tgt_eos) len++;
+    if (t->tok == TOK_BPE) {
+        char *text = NULL;
+        return task_decode_target(t, ids, (size_t)len, &text) == QKV_OK ? text : NULL;
+    }
+    return join_tokens(t->tgt_vocab ? t->tgt_vocab : t->vocab, ids, len);
 }
 
 /* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>). */
@@ -96,8 +108,7 @@ static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, i
 
 qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu) {
     const task *t = &r->task;
-    const qkv_vocab *tv = t->tgt_vocab ? t->tgt_vocab : t->vocab;
-    if (t->kind != TASK_SEQ2SEQ || !tv) return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU needs seq2seq data");
+    if (t->kind != TASK_SEQ2SEQ || (!t->vocab && !t->bpe)) return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU needs seq2seq data");
     int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;
     int64_t bs = qkv_config_int(r->cfg, "eval.batch_size", 64), cap = t->max_len + 1;
     char **hyps = calloc((size_t)n, sizeof *hyps), **refs = calloc((size_t)n, sizeof *refs);
@@ -111,8 +122,8 @@ qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bl
         st = decode_batch(r, s, idx, B, cap, hyp);
         for (int64_t i = 0; st == QKV_OK && i < B; i++) {
             const example *e = &s->ex[start + i];
-            hyps[start + i] = detokenize(tv, hyp + i * cap, cap, t->tgt_eos);
-            refs[start + i] = detokenize(tv, s->pool + e->toff + 1, e->tn - 1, t->tgt_eos); /* skip <s> */
+            hyps[start + i] = detokenize(t, hyp + i * cap, cap);
+            refs[start + i] = detokenize(t, s->pool + e->toff + 1, e->tn - 1); /* skip <s> */
             if (!hyps[start + i] || !refs[start + i]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         }
     }
@@ -121,7 +132,9 @@ qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bl
     qkv_ctx_reset(r->ctx);
     if (st == QKV_OK) {
         qkv_bleu_opts o = qkv_bleu_default_opts();
-        o.tokenizer = QKV_BLEU_TOK_NONE; /* both sides are already the tokenizer's words */
+        /* Word runs: both sides are already the tokenizer's words. BPE runs: detokenized text against the
+         * reference text (byte-level BPE decodes it exactly), tokenized as sacrebleu does by default. */
+        o.tokenizer = t->tok == TOK_BPE ? QKV_BLEU_TOK_13A : QKV_BLEU_TOK_NONE;
         const char **streams[1] = {(const char **)refs};
         qkv_bleu_result res;
         st = qkv_bleu_corpus((const char *const *)hyps, (size_t)n, streams, 1, &o, &res);

@@ -169,6 +169,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (st == QKV_OK) st = write_text(cfg_path, pretty);
     free(cfg_path);
     free(pretty);
+    if (st == QKV_OK) st = run_pretrained_check(r->cfg);
     if (st == QKV_OK) st = task_prepare(&r->task, r->cfg, type->task, dir, !resume);
     if (st == QKV_OK) st = task_load(&r->task, qkv_config_str(r->cfg, "data.train", ""), &r->train);
     if (st == QKV_OK) r->have_train = true;
@@ -178,6 +179,8 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         r->have_dev = st == QKV_OK;
     }
     if (st == QKV_OK) st = build_model(r);
+    /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
+    if (st == QKV_OK) st = run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
     if (st == QKV_OK && resume) {
         char name[64];

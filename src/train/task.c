@@ -3,7 +3,10 @@
  *   classify  TSV "label<TAB>text"; labels get ids in sorted (byte) order of the training labels
  *   lm        plain text (one paragraph a line; each line ends with a "<nl>" token for word/char tokenizers, a
  *             "\n" byte for BPE) or a token shard; windows of seq_len + 1 tokens, stride seq_len
- *   seq2seq   TSV "source<TAB>target"; the target is stored as <s> y </s> */
+ *   seq2seq   TSV "source<TAB>target"; the target is stored as <s> y </s> (BPE: those specials get ids after the
+ *             byte-level vocabulary)
+ * A bpe tokenizer without vocab_file/merges_file is trained on the training split when the run starts and kept in
+ * the run dir, so a resumed or reopened run encodes exactly as training did. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -79,11 +82,13 @@ static qkv_status split_words(const task *t, const char *text, size_t len, char 
     return qkv_word_split(text, len, &t->wopts, toks, n);
 }
 
-/* Ids of one text into a malloc'd array (*ids may be NULL when *n == 0). vocab: the word/char vocabulary to use. */
-static qkv_status encode(task *t, const qkv_vocab *vocab, const char *text, size_t len, int32_t **ids, size_t *n) {
+/* Ids of one text into a malloc'd array (*ids may be NULL when *n == 0). target: with the seq2seq target side's
+ * own vocabulary or BPE when it has one. */
+static qkv_status encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
-    if (t->tok == TOK_BPE) return qkv_bpe_encode(t->bpe, text, len, ids, n);
+    const qkv_vocab *vocab = target && t->tgt_vocab ? t->tgt_vocab : t->vocab;
+    if (t->tok == TOK_BPE) return qkv_bpe_encode(target && t->tgt_bpe ? t->tgt_bpe : t->bpe, text, len, ids, n);
     if (t->tok == TOK_WORDPIECE) {
         qkv_encoding e = {0};
         qkv_status st = qkv_wordpiece_encode(t->wp, text, len, NULL, 0, true, &e);
@@ -108,7 +113,7 @@ static qkv_status encode(task *t, const qkv_vocab *vocab, const char *text, size
 }
 
 qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
-    return encode(t, t->vocab, text, len, ids, n);
+    return encode(t, false, text, len, ids, n);
 }
 
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
@@ -194,38 +199,69 @@ static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *
     return st == QKV_OK ? load_labels(t, path) : st;
 }
 
+/* Special tokens of a seq2seq BPE: ids after the byte-level vocabulary (written into a trained vocab.json, appended
+ * to GPT-2's). The byte-level regex never puts '<' and a letter in one pre-token, so no merge can collide. */
+static const char *const S2S_SPECIALS[] = {"<pad>", "<s>", "</s>", NULL};
+
+/* Learns a BPE on fields f0..f1 of every training row (seq2seq with a shared vocabulary: source and target). */
+static qkv_status train_bpe(const cJSON *cfg, const qkv_dataset *train, int f0, int f1, const char *const *specials,
+                            const char *vocab_json, const char *merges_txt) {
+    size_t per = (size_t)(f1 - f0 + 1), n = 0;
+    const char **texts = malloc(sizeof *texts * (train->n_rows * per + 1));
+    size_t *lens = malloc(sizeof *lens * (train->n_rows * per + 1));
+    qkv_status st = texts && lens ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == QKV_OK && i < train->n_rows; i++)
+        for (int f = f0; f <= f1; f++, n++) {
+            texts[n] = train->rows[i].fields[f];
+            lens[n] = train->rows[i].lens[f];
+        }
+    if (st == QKV_OK)
+        st = qkv_bpe_train(texts, lens, n, (size_t)qkv_config_int(cfg, "data.bpe_vocab_size", 8000),
+                           qkv_config_int(cfg, "data.bpe_min_freq", 2), specials, vocab_json, merges_txt);
+    if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", train_last_error());
+    free(texts);
+    free(lens);
+    return st;
+}
+
+/* Loads a BPE; for seq2seq registers its special tokens with literal matching off, so a "<s>" in a sentence is
+ * encoded as text and only the pipeline itself produces those ids. */
+static qkv_status load_bpe(const task *t, const char *vocab_json, const char *merges_txt, qkv_bpe **out) {
+    if (!(*out = qkv_bpe_load(vocab_json, merges_txt))) return qkv_last_status();
+    if (t->kind != TASK_SEQ2SEQ) return QKV_OK;
+    for (int i = 0; S2S_SPECIALS[i]; i++) {
+        qkv_status st = qkv_bpe_add_special(*out, S2S_SPECIALS[i]);
+        if (st != QKV_OK) return st;
+    }
+    qkv_bpe_set_specials_enabled(*out, false);
+    return QKV_OK;
+}
+
+/* GPT-2 files given in the config (one tokenizer for both seq2seq sides), or BPEs trained on the training split
+ * into run_dir (fresh) / reloaded from it: vocab.json + merges.txt, and with separate seq2seq vocabularies
+ * tgt_vocab.json + tgt_merges.txt for the target side. */
 static qkv_status prepare_bpe(task *t, const cJSON *cfg, const qkv_dataset *train, const char *dir, bool fresh) {
     const char *vf = qkv_config_str(cfg, "data.vocab_file", ""), *mf = qkv_config_str(cfg, "data.merges_file", "");
-    char *v = NULL, *m = NULL;
-    qkv_status st = QKV_OK;
     if (*vf || *mf) {
         if (!*vf || !*mf)
             return qkv_error_set(QKV_ERR_INVALID, "data: the bpe tokenizer needs both vocab_file and merges_file");
-        t->bpe = qkv_bpe_load(vf, mf);
-        return t->bpe ? QKV_OK : qkv_last_status();
+        return load_bpe(t, vf, mf, &t->bpe);
     }
-    if (t->kind != TASK_LM)
-        return qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the bpe tokenizer needs GPT-2 vocab/merges files");
-    v = join(dir, "vocab.json");
-    m = join(dir, "merges.txt");
-    if (!v || !m) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    if (st == QKV_OK && fresh) {
-        const char **texts = malloc(sizeof *texts * (train->n_rows + 1));
-        size_t *lens = malloc(sizeof *lens * (train->n_rows + 1));
-        if (!texts || !lens) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; st == QKV_OK && i < train->n_rows; i++) {
-            texts[i] = train->rows[i].fields[0];
-            lens[i] = train->rows[i].lens[0];
-        }
-        if (st == QKV_OK)
-            st = qkv_bpe_train(texts, lens, train->n_rows, (size_t)qkv_config_int(cfg, "data.bpe_vocab_size", 512), 2,
-                               NULL, v, m);
-        free(texts);
-        free(lens);
-    }
-    if (st == QKV_OK && !(t->bpe = qkv_bpe_load(v, m))) st = qkv_last_status();
+    bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !qkv_config_bool(cfg, "data.shared_vocab", false);
+    const char *const *specials = s2s ? S2S_SPECIALS : NULL;
+    char *v = join(dir, "vocab.json"), *m = join(dir, "merges.txt");
+    char *tv = join(dir, "tgt_vocab.json"), *tm = join(dir, "tgt_merges.txt");
+    qkv_status st = v && m && tv && tm ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    /* lm: the text; classify: the text after the label; seq2seq: the source, or (shared) source and target */
+    int f0 = t->kind == TASK_CLASSIFY ? 1 : 0, f1 = t->kind == TASK_CLASSIFY || (s2s && !separate) ? 1 : 0;
+    if (st == QKV_OK && fresh) st = train_bpe(cfg, train, f0, f1, specials, v, m);
+    if (st == QKV_OK && fresh && separate) st = train_bpe(cfg, train, 1, 1, specials, tv, tm);
+    if (st == QKV_OK) st = load_bpe(t, v, m, &t->bpe);
+    if (st == QKV_OK && separate) st = load_bpe(t, tv, tm, &t->tgt_bpe);
     free(v);
     free(m);
+    free(tv);
+    free(tm);
     return st;
 }
 
@@ -265,8 +301,8 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
     t->seq_len = qkv_config_int(cfg, "data.seq_len", 64);
     if (t->tok == TOK_WORDPIECE && t->kind != TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
-    if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD)
-        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word tokenizer only");
+    if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD && t->tok != TOK_BPE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word and bpe tokenizers");
     if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
 
@@ -317,6 +353,17 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         case TOK_BPE:
             st = prepare_bpe(t, cfg, train, dir, fresh);
             if (st == QKV_OK) t->vocab_size = (int64_t)qkv_bpe_vocab_size(t->bpe);
+            if (st == QKV_OK && t->kind == TASK_SEQ2SEQ) {
+                const qkv_bpe *tb = t->tgt_bpe ? t->tgt_bpe : t->bpe;
+                t->pad = qkv_bpe_id(t->bpe, "<pad>");
+                t->unk = -1; /* byte-level: every text has ids */
+                t->bos = qkv_bpe_id(t->bpe, "<s>");
+                t->eos = qkv_bpe_id(t->bpe, "</s>");
+                t->tgt_vocab_size = t->tgt_bpe ? (int64_t)qkv_bpe_vocab_size(tb) : 0;
+                t->tgt_pad = qkv_bpe_id(tb, "<pad>");
+                t->tgt_bos = qkv_bpe_id(tb, "<s>");
+                t->tgt_eos = qkv_bpe_id(tb, "</s>");
+            }
             break;
         case TOK_WORDPIECE: {
             const char *vf = qkv_config_str(cfg, "data.vocab_file", "");
@@ -349,6 +396,7 @@ void task_free(task *t) {
     qkv_vocab_free(t->vocab);
     qkv_vocab_free(t->tgt_vocab);
     qkv_bpe_free(t->bpe);
+    qkv_bpe_free(t->tgt_bpe);
     qkv_wordpiece_free(t->wp);
     for (int i = 0; i < t->n_labels; i++) free(t->labels[i]);
     free(t->labels);
@@ -411,7 +459,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     size_t n = 0;
     qkv_status st = QKV_OK;
     if (t->kind == TASK_LM) {
-        st = encode(t, t->vocab, row->fields[0], row->lens[0], &ids, &n);
+        st = encode(t, false, row->fields[0], row->lens[0], &ids, &n);
         if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
         free(ids);
         ids = NULL;
@@ -436,7 +484,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
             return qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: label '%s' is not one of the training labels", path,
                                  (long long)row->line, row->fields[0]);
     }
-    st = encode(t, t->vocab, row->fields[text], row->lens[text], &ids, &n);
+    st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
     if (st != QKV_OK) {
         free(ids);
         return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, train_last_error());
@@ -451,7 +499,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     ids = NULL;
     s->n_chars += utf8_chars(row->fields[text], row->lens[text]);
     if (st != QKV_OK || t->kind != TASK_SEQ2SEQ) return st;
-    st = encode(t, t->tgt_vocab ? t->tgt_vocab : t->vocab, row->fields[1], row->lens[1], &ids, &n);
+    st = encode(t, true, row->fields[1], row->lens[1], &ids, &n);
     if (st == QKV_OK) {
         int64_t keep = (int64_t)n < t->max_len ? (int64_t)n : t->max_len;
         e->toff = s->pool_n;

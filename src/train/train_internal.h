@@ -39,7 +39,8 @@ typedef struct task {
     bool shard;           /* lm data already tokenised (token shards) */
     qkv_vocab *vocab;     /* word/char tokens (source side for seq2seq) */
     qkv_vocab *tgt_vocab; /* seq2seq with separate vocabularies */
-    qkv_bpe *bpe;
+    qkv_bpe *bpe;         /* byte-level BPE (source side for seq2seq) */
+    qkv_bpe *tgt_bpe;     /* seq2seq with separate BPE vocabularies */
     qkv_wordpiece *wp;
     qkv_word_opts wopts;
     char **labels; /* classify: label strings in id order (sorted) */
@@ -62,6 +63,9 @@ void task_info(const task *t, qkv_task_info *info);
 /* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
  * malloc'd (NULL when *n == 0). */
 qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
+/* Text of seq2seq target ids (*text malloc'd): <s>, </s> and <pad> skipped; word tokens joined by spaces, BPE
+ * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
+qkv_status task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
 void split_free(split *s);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
@@ -104,10 +108,19 @@ const char *train_last_error(void);
 
 /* Evaluates on a split: a JSON object of metrics (caller frees). max_batches 0 = all. */
 struct cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
-/* Corpus BLEU (0..100, whitespace tokens) of greedy decodes of the first max_examples (0 = all) seq2seq examples,
- * against their references as the tokenizer saw them (lowercased word tokens joined by spaces). The decoder is the
+/* Corpus BLEU (0..100) of greedy decodes of the first max_examples (0 = all) seq2seq examples against their
+ * references: word runs as the tokenizer saw them (word tokens joined by spaces, whitespace-split); BPE runs as text
+ * (decoded, so the reference is its line up to data.max_len tokens), tokenized with 13a as sacrebleu does. The decoder is the
  * model's teacher-forcing forward, re-run on a growing prefix: slow (quadratic) but works for any seq2seq model. */
 qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu);
+/* The run's "embeddings" option on its freshly built model (src/train/pretrained.c), before the optimiser exists.
+ * fresh: copies the vector file's rows into every token embedding the model type declares
+ * (qkv_model_type_embeddings), for each token found, and logs the coverage to stderr and log.jsonl; resuming
+ * (fresh false) leaves the weights to the checkpoint. Either way embeddings.frozen makes those matrices require no
+ * gradient, so the optimiser's parameter list matches the checkpoint's. */
+qkv_status run_pretrained_init(qkv_run *r, bool fresh);
+/* The "embeddings" object's values alone (types, one source of vectors), before anything is built. */
+qkv_status run_pretrained_check(const struct cJSON *cfg);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */
 long run_newest_checkpoint(const char *dir);
 

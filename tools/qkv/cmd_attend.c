@@ -1,5 +1,5 @@
-/* qkv attend: what a Hugging Face checkpoint (BERT, RoBERTa, GPT-2) attends to in a sentence, per layer and head,
- * as the HTML attention viewer (viz.h). */
+/* qkv attend: what a Hugging Face checkpoint (BERT, RoBERTa, GPT-2) or a qkv-trained Transformer run attends to in a
+ * sentence, per layer and head, as the HTML attention viewer (viz.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -9,17 +9,23 @@
 #include "commands.h"
 #include "qkv/hf.h"
 #include "qkv/qkv.h"
+#include "qkv/train.h"
 #include "qkv/viz.h"
+#include "run_view.h"
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv attend --model DIR [--tokenizer TDIR] [--word W] [-o FILE] \"sentence\"\n\n"
+            "usage: qkv attend --model DIR [--tokenizer TDIR] [--word W] [-o FILE] \"sentence\"\n"
+            "       qkv attend --run RUN [--checkpoint FILE] [--word W] [-o FILE] \"sentence\"\n\n"
             "Runs a Hugging Face BERT / RoBERTa / GPT-2 checkpoint (DIR: config.json + model.safetensors) on the\n"
             "sentence with output_attentions and writes the attention viewer page (default attend.html): every\n"
             "layer's per-head maps, and the words highlighted by the attention of the target word W (its first\n"
             "token; default: [CLS] / <s> for BERT and RoBERTa, the last token for GPT-2).\n"
             "The tokenizer comes from TDIR (default DIR): vocab.txt (BERT WordPiece, uncased) or vocab.json +\n"
-            "merges.txt (GPT-2 / RoBERTa byte-level BPE; RoBERTa needs its own vocab.json, not GPT-2's).\n");
+            "merges.txt (GPT-2 / RoBERTa byte-level BPE; RoBERTa needs its own vocab.json, not GPT-2's).\n"
+            "--run RUN: a qkv-trained run instead, with its own tokenizer: transformer_classifier (default row:\n"
+            "[CLS]), gpt (causal maps; default row: the last token) or transformer_seq2seq (the encoder's\n"
+            "self-attention; default row: the first token). Models without self-attention are an error.\n");
 }
 
 typedef struct {
@@ -97,11 +103,26 @@ static int find_word(char **labels, size_t n, const char *word) {
     return -1;
 }
 
+/* A qkv-trained run: its tokenizer, its model's own attention maps. */
+static int attend_run(const char *run_dir, const char *ckpt, const char *text, const char *word, const char *out) {
+    qkv_run *r = qkv_run_open(run_dir, ckpt);
+    if (!r) return cli_error("attend", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    int rc = CLI_OK;
+    if (run_view_write_attend(r, run_dir, text, word, out) != QKV_OK)
+        rc = cli_error("attend", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    else printf("wrote %s (model %s)\n", out, qkv_run_model_type(r)->name);
+    qkv_run_free(r);
+    return rc;
+}
+
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *tdir = NULL, *word = NULL, *out = "attend.html", *text = NULL;
+    const char *dir = NULL, *tdir = NULL, *word = NULL, *out = "attend.html", *text = NULL, *run_dir = NULL,
+               *ckpt = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v) dir = argv[++i];
+        else if (!strcmp(a, "--run") && v) run_dir = argv[++i];
+        else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--tokenizer") && v) tdir = argv[++i];
         else if (!strcmp(a, "--word") && v) word = argv[++i];
         else if (!strcmp(a, "-o") && v) out = argv[++i];
@@ -109,7 +130,12 @@ static int run(int argc, char **argv) {
         else if (!text) text = a;
         else return cli_error("attend", CLI_USAGE, "one sentence only (quote it): unexpected '%s'", a);
     }
-    if (!dir || !text) return cli_error("attend", CLI_USAGE, "need --model DIR and a sentence (see qkv attend --help)");
+    if (run_dir && dir) return cli_error("attend", CLI_USAGE, "--model and --run exclude each other");
+    if (run_dir && tdir) return cli_error("attend", CLI_USAGE, "--tokenizer goes with --model (a run has its own)");
+    if (run_dir && text) return attend_run(run_dir, ckpt, text, word, out);
+    if (!(dir || run_dir) || !text)
+        return cli_error("attend", CLI_USAGE, "need --model DIR or --run RUN, and a sentence (see qkv attend --help)");
+    if (ckpt) return cli_error("attend", CLI_USAGE, "--checkpoint goes with --run");
     qkv_hf_model *m = qkv_hf_load(dir);
     if (!m) return cli_error("attend", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     const qkv_hf_config *cfg = qkv_hf_config_of(m);

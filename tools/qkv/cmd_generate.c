@@ -6,15 +6,20 @@
 #include "commands.h"
 #include "qkv/decode.h"
 #include "qkv/train.h"
+#include "run_view.h"
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv generate --run DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
-            "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n\n"
+            "usage: qkv generate --run DIR [--prompt TEXT | TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
+            "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n"
+            "                    [--view PAGE.html]\n\n"
             "Continues the prompt with the run's language model (gpt or rnnlm), printing tokens as they come.\n"
             "Temperature 0 (the default) is greedy decoding; --top-k / --top-p restrict sampling to the k most\n"
             "likely tokens / the smallest set with probability p. A seed reproduces a sample. Generation stops\n"
-            "after --max-tokens (default 200) or when the model's context is full.\n");
+            "after --max-tokens (default 200) or when the model's context is full.\n"
+            "--view PAGE.html then runs the model once over prompt + generated text and writes the attention\n"
+            "viewer page: one causal map per layer (all heads), the tokens as labels (a space shows as \"\u2423\",\n"
+            "a newline as \"\u23ce\"). Models without attention (rnnlm) cannot be viewed.\n");
 }
 
 typedef struct {
@@ -48,7 +53,7 @@ static int on_token(int32_t token, void *user) {
 }
 
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *prompt = "";
+    const char *dir = NULL, *ckpt = NULL, *prompt = NULL, *view = NULL;
     long max_tokens = 200, top_k = 0, seed = 0;
     double temperature = 0, top_p = 1, rep = 1;
     for (int i = 1; i < argc; i++) {
@@ -56,6 +61,7 @@ static int run(int argc, char **argv) {
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--prompt") && v) prompt = argv[++i];
+        else if (!strcmp(a, "--view") && v) view = argv[++i];
         else if (!strcmp(a, "--max-tokens") && v) {
             if (!cli_parse_int("generate", a, argv[++i], 0, 1 << 24, &max_tokens)) return CLI_USAGE;
         } else if (!strcmp(a, "--top-k") && v) {
@@ -68,8 +74,10 @@ static int run(int argc, char **argv) {
             if (!cli_parse_double("generate", a, argv[++i], 1e-6, 1, &top_p)) return CLI_USAGE;
         } else if (!strcmp(a, "--repetition-penalty") && v) {
             if (!cli_parse_double("generate", a, argv[++i], 1e-3, 100, &rep)) return CLI_USAGE;
-        } else return cli_error("generate", CLI_USAGE, "unexpected argument '%s' (see qkv generate --help)", a);
+        } else if ((a[0] != '-' || !a[1]) && !prompt) prompt = a;
+        else return cli_error("generate", CLI_USAGE, "unexpected argument '%s' (see qkv generate --help)", a);
     }
+    if (!prompt) prompt = "";
     if (!dir) return cli_error("generate", CLI_USAGE, "which run? (--run DIR)");
     qkv_run *r = qkv_run_open(dir, ckpt);
     if (!r) return cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
@@ -83,7 +91,12 @@ static int run(int argc, char **argv) {
                        qkv_run_model_type(r)->name);
         goto done;
     }
-    if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK || !(d = qkv_lm_decoder_new(qkv_run_model_type(r), qkv_run_model(r)))) {
+    if (view && run_view_check_attention(r) != QKV_OK) { /* before generating: fail fast */
+        rc = cli_error("generate", CLI_INPUT, "--view: %s", qkv_last_error());
+        goto done;
+    }
+    if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK ||
+        !(d = qkv_lm_decoder_new(qkv_run_model_type(r), qkv_run_model(r)))) {
         rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
         goto done;
     }
@@ -99,10 +112,24 @@ static int run(int argc, char **argv) {
     out = malloc(sizeof *out * (size_t)(max_tokens + 1));
     fputs(prompt, stdout);
     qkv_gen_end end;
-    if (!out || qkv_generate(d, ids, (int64_t)n, &o, out, max_tokens, &end) < 0)
+    int64_t got = out ? qkv_generate(d, ids, (int64_t)n, &o, out, max_tokens, &end) : -1;
+    if (got < 0) {
         rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
-    else
-        printf("\n");
+        goto done;
+    }
+    printf("\n");
+    if (view) {
+        int32_t *all = malloc(sizeof *all * (n + (size_t)got + 1));
+        if (all) {
+            memcpy(all, ids, sizeof *all * n);
+            memcpy(all + n, out, sizeof *all * (size_t)got);
+        }
+        if (!all) rc = cli_error("generate", CLI_RUNTIME, "out of memory");
+        else if (run_view_write_lm(r, dir, all, n + (size_t)got, prompt, view) != QKV_OK)
+            rc = cli_error("generate", cli_status_exit(qkv_last_status()), "--view: %s", qkv_last_error());
+        else fprintf(stderr, "wrote %s (%zu tokens)\n", view, n + (size_t)got);
+        free(all);
+    }
 done:
     free(ids);
     free(out);

@@ -7,16 +7,22 @@
 #include "qkv/beam.h"
 #include "qkv/seq2seq.h"
 #include "qkv/train.h"
+#include "run_view.h"
 
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv translate --run DIR [--beam K] [--alpha A] [--n-best N] [--mbr N [--utility U]]\n"
-            "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE] [FILE]\n\n"
+            "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE]\n"
+            "                     [--view PAGE.html] [FILE]\n\n"
             "Translates each line of FILE (or standard input) with the run's seq2seq model and prints one\n"
             "translation per line. Default: greedy decoding. --beam K: beam search with GNMT length penalty\n"
             "alpha (default 0.6); --n-best N prints the N best, tab-separated with their scores. --mbr N:\n"
             "Minimum Bayes Risk over N samples at --temperature (default 1) with utility bleu (default),\n"
-            "rougeL, rouge1 or rouge2.\n");
+            "rougeL, rouge1 or rouge2.\n"
+            "--view PAGE.html also writes the alignment viewer page: per sentence, one teacher-forced pass over\n"
+            "(source, translation) with the attention captured; rows are target tokens, columns source tokens.\n"
+            "LSTM: its attention (one map); Transformer: each decoder layer's cross-attention (all heads), then\n"
+            "the encoder's and the decoder's self-attention.\n");
 }
 
 typedef struct {
@@ -29,8 +35,23 @@ static char *detok(const int32_t *tokens, int len, void *user) {
     return text;
 }
 
+/* Copies of a sentence's source ids and best hypothesis for the alignment page; false when out of memory. */
+static bool keep_pair(run_view_pair *p, const char *text, const int32_t *src, int n_src, const qkv_hyp *h) {
+    int n_tgt = h ? h->len : 0;
+    int32_t *s = malloc(sizeof *s * (size_t)n_src), *t = malloc(sizeof *t * (size_t)(n_tgt ? n_tgt : 1));
+    if (!s || !t) {
+        free(s);
+        free(t);
+        return false;
+    }
+    memcpy(s, src, sizeof *s * (size_t)n_src);
+    if (n_tgt) memcpy(t, h->tokens, sizeof *t * (size_t)n_tgt);
+    *p = (run_view_pair){.source_text = text, .src = s, .n_src = n_src, .tgt = t, .n_tgt = n_tgt};
+    return true;
+}
+
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu";
+    const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu", *view = NULL;
     long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1;
     double alpha = 0.6, temperature = 1.0;
     for (int i = 1; i < argc; i++) {
@@ -38,6 +59,7 @@ static int run(int argc, char **argv) {
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--utility") && v) utility = argv[++i];
+        else if (!strcmp(a, "--view") && v) view = argv[++i];
         else if (!strcmp(a, "--beam") && v) {
             if (!cli_parse_int("translate", a, argv[++i], 1, 256, &beam)) return CLI_USAGE;
         } else if (!strcmp(a, "--n-best") && v) {
@@ -64,14 +86,24 @@ static int run(int argc, char **argv) {
     if (!r) return cli_error("translate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     int rc = CLI_OK;
     cli_lines *lines = NULL;
+    run_view_pair *pairs = NULL; /* --view: each line's source ids and best translation (owned copies) */
+    size_t n_pairs = 0;
     qkv_s2s_decoder dec;
     if (!qkv_seq2seq_decoder_of(qkv_run_model_type(r), qkv_run_model(r), &dec)) {
         rc = cli_error("translate", CLI_INPUT, "%s: model type '%s' is not a translation model", dir,
                        qkv_run_model_type(r)->name);
         goto done;
     }
+    if (view && run_view_check_attention(r) != QKV_OK) {
+        rc = cli_error("translate", CLI_INPUT, "--view: %s", qkv_last_error());
+        goto done;
+    }
     if (!(lines = cli_read_lines("translate", path))) {
         rc = CLI_INPUT;
+        goto done;
+    }
+    if (view && !(pairs = calloc(lines->n ? lines->n : 1, sizeof *pairs))) {
+        rc = cli_error("translate", CLI_RUNTIME, "out of memory");
         goto done;
     }
     int64_t src_max;
@@ -112,11 +144,23 @@ static int run(int argc, char **argv) {
             }
             printf("\n");
             fflush(stdout);
+            if (pairs && keep_pair(&pairs[n_pairs], lines->line[l], src, len, hs.n ? &hs.h[0] : NULL)) n_pairs++;
+            else if (pairs) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
         }
         qkv_hyps_free(&hs);
         free(ids);
     }
+    if (rc == CLI_OK && pairs) {
+        if (run_view_write_pairs(r, dir, pairs, (int)n_pairs, view) != QKV_OK)
+            rc = cli_error("translate", cli_status_exit(qkv_last_status()), "--view: %s", qkv_last_error());
+        else fprintf(stderr, "wrote %s (%zu sentences)\n", view, n_pairs);
+    }
 done:
+    for (size_t i = 0; i < n_pairs; i++) {
+        free((void *)pairs[i].src);
+        free((void *)pairs[i].tgt);
+    }
+    free(pairs);
     cli_lines_free(lines);
     qkv_run_free(r);
     return rc;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# qkv train + qkv translate with a BPE trained on the corpus (one vocabulary for both sides): an lstm_seq2seq learns
+# a copy task, translations come out as text, the run's BPE files encode with qkv tokenize, bad settings fail.
+set -u
+QKV=${QKV_BIN:?QKV_BIN not set}
+d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
+pass=0 fail=0
+check() { if eval "$2"; then echo "ok   $1"; pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+for part in train:400 dev:40; do
+  awk -v n="${part#*:}" -v seed="${#part}" 'BEGIN { srand(seed);
+    split("alpha beta gamma delta eps zeta eta theta iota kappa", w, " ");
+    for (i = 0; i < n; i++) { k = 2 + int(rand() * 4); s = w[1 + int(rand() * 10)];
+      for (j = 1; j < k; j++) s = s " " w[1 + int(rand() * 10)]; print s "\t" s } }' > "$d/${part%%:*}.tsv"
+done
+cut -f1 "$d/dev.tsv" > "$d/src"
+cut -f2 "$d/dev.tsv" > "$d/ref"
+cat > "$d/lstm.json" <<JSON
+{"model": {"type": "lstm_seq2seq", "embed": 32, "hidden": 64},
+ "data": {"train": "$d/train.tsv", "dev": "$d/dev.tsv", "max_len": 16, "tokenizer": "bpe", "bpe_vocab_size": 300,
+          "shared_vocab": true},
+ "train": {"steps": 500, "batch_size": 32, "optimizer": {"lr": 0.01}, "log_every": 100, "checkpoint_every": 0},
+ "eval": {"every": 500, "bleu": true}, "seed": 1}
+JSON
+"$QKV" train --config "$d/lstm.json" --run "$d/run" --quiet > /dev/null 2>&1
+check "the run keeps its trained BPE" '[ -f "$d/run/vocab.json" ] && [ -f "$d/run/merges.txt" ] && [ ! -f "$d/run/tgt_vocab.json" ]'
+"$QKV" translate --run "$d/run" "$d/src" > "$d/greedy"
+b=$("$QKV" bleu -r "$d/ref" -i "$d/greedy" --json | sed -n 's/.*"score": \([0-9.]*\).*/\1/p')
+check "lstm with BPE copies (BLEU $b > 80)" 'awk -v b="$b" "BEGIN{exit !(b > 80)}"'
+check "translations are text, one per line" '[ "$(wc -l < "$d/greedy")" = 40 ] && ! grep -q "<s>\|</s>\|<pad>" "$d/greedy"'
+ids=$(echo "alpha beta" | "$QKV" tokenize encode --bpe "$d/run")
+back=$(echo "$ids" | "$QKV" tokenize decode --bpe "$d/run")
+check "qkv tokenize reads the run's BPE ($ids)" '[ "$back" = "alpha beta" ] && [ $(echo $ids | wc -w) -lt 10 ]'
+sed 's/"bpe_vocab_size": 300/"bpe_vocab_size": 0/' "$d/lstm.json" > "$d/bad.json"
+"$QKV" train --config "$d/bad.json" --run "$d/bad" --quiet > /dev/null 2> "$d/err"; rc=$?
+check "bpe_vocab_size 0 is rejected naming the key (exit $rc)" '[ $rc != 0 ] && grep -q "data.bpe_vocab_size" "$d/err"'
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
