@@ -7,7 +7,9 @@
  *                               skipped non-finite step ("kind":"nonfinite") and per resume ("kind":"resume")
  *     ckpt-<step>.safetensors   the last train.keep_checkpoints checkpoints (weights, optimiser, training state)
  *     best.safetensors          the checkpoint with the best dev metric so far
- *     vocab.txt / labels.txt / vocab.json + merges.txt   tokenizer files, as the task needs
+ *     vocab.txt / labels.txt / vocab.json + merges.txt   tokenizer files, as the task needs (a BPE trained on the
+ *                               corpus lands here too; a seq2seq run with separate BPE vocabularies adds
+ *                               tgt_vocab.json + tgt_merges.txt for the target side)
  *     plot.svg                  train and dev loss (and the dev metric) against steps, rewritten at each eval
  *
  * Determinism: a run is a pure function of its config (seed included) and the thread count. Resuming from a
@@ -123,8 +125,9 @@ void qkv_run_curves_free(qkv_run_curves *c);
 qkv_model *qkv_run_model(qkv_run *r);
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n);
 qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text);
-/* Seq2seq runs: the target side's decoding (its own vocabulary when separate), its <s> / </s> / <pad> ids, and the
- * longest source the data pipeline produces (sources are cut to it, as in training). */
+/* Seq2seq runs: the target side's decoding (its own vocabulary when separate; BPE targets skip <s> </s> <pad> and
+ * show invalid UTF-8 as U+FFFD), its <s> / </s> / <pad> ids, and the longest source the data pipeline produces
+ * (sources are cut to it, as in training). */
 qkv_status qkv_run_decode_target(qkv_run *r, const int32_t *ids, size_t n, char **text);
 void qkv_run_target_ids(const qkv_run *r, int32_t *bos, int32_t *eos, int32_t *pad, int64_t *max_len);
 
