@@ -19,18 +19,7 @@
 static char dir[256];
 static int run_counter;
 
-static const char *file(const char *name, const char *content) {
-    static char path[4][512];
-    static int k;
-    char *p = path[k++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(content, f);
-        fclose(f);
-    }
-    return p;
-}
+static const char *file(const char *name, const char *content) { return test_write_file(dir, name, content); }
 
 /* Vectors with few significant digits or many: both must arrive as the loader reads them. */
 static const char *GLOVE4 = "good 0.125 -0.5 1.75 2\n"

@@ -21,26 +21,7 @@ static const char *path_of(const char *name) {
     return out;
 }
 
-static void write_file(const char *name, const char *text) {
-    FILE *f = fopen(path_of(name), "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
+static void write_file(const char *name, const char *text) { test_write_file(root, name, text); }
 
 /* Pairs with repeated words (so merges happen), accents (multi-byte characters), punctuation and a literal "<s>". */
 static const char PAIRS[] = "the cat sat on the mat\tle chat est assis sur le tapis\n"
@@ -82,7 +63,7 @@ static qkv_run *train_run(const char *dir, cJSON *cfg) {
 static void check_targets_round_trip(qkv_run *r, const char *train) {
     split s;
     CHECK_OK(task_load(&r->task, train, &s));
-    char *text = read_file(train), *line = text;
+    char *text = test_read_file(train), *line = text;
     for (int64_t i = 0; text && i < s.n && *line; i++) {
         char *end = strchr(line, '\n'), *tab = strchr(line, '\t');
         *end = '\0';
@@ -170,7 +151,7 @@ TEST(resume_keeps_the_trained_bpe) {
     qkv_run_free(r);
     char vj[600];
     snprintf(vj, sizeof vj, "%s/vocab.json", dir);
-    char *before = read_file(vj);
+    char *before = test_read_file(vj);
     /* Different training text: a retrained BPE would differ. */
     write_file("resume.tsv", "zzz qqq zzz qqq\txxx yyy xxx yyy\nzzz zzz\tyyy yyy\n");
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cfg, "train"), "steps", cJSON_CreateNumber(3));
@@ -182,7 +163,7 @@ TEST(resume_keeps_the_trained_bpe) {
         CHECK(qkv_run_step(r) == 3);
         qkv_run_free(r);
     }
-    char *after = read_file(vj);
+    char *after = test_read_file(vj);
     CHECK(before && after && !strcmp(before, after));
     free(before);
     free(after);

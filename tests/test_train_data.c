@@ -13,18 +13,7 @@
 
 static char dir[256];
 
-static const char *file(const char *name, const char *content) {
-    static char path[4][512];
-    static int k;
-    char *p = path[k++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(content, f);
-        fclose(f);
-    }
-    return p;
-}
+static const char *file(const char *name, const char *content) { return test_write_file(dir, name, content); }
 
 /* A resolved config with data.train set and extra data settings (JSON members without braces). */
 static cJSON *config(const char *type, const char *train, const char *data_extra) {

@@ -13,19 +13,6 @@
 #include "qkv/viz.h"
 #include "test.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
@@ -53,7 +40,7 @@ TEST(page_contents_and_errors) {
     qkv_viz_page page = {.title = "test </script> page", .n_examples = 1, .examples = &ex, .n_curves = 1,
                          .curves = &curve};
     CHECK_OK(qkv_viz_write_html("viz_unit.html", &page));
-    char *s = slurp("viz_unit.html");
+    char *s = test_read_file("viz_unit.html");
     CHECK(s != NULL);
     if (s) {
         CHECK(strncmp(s, "<!DOCTYPE html>", 15) == 0);
@@ -86,7 +73,7 @@ TEST(page_contents_and_errors) {
     CHECK(strstr(qkv_last_error(), "token 1") != NULL);
     CHECK(qkv_viz_write_html("/nonexistent-dir/x.html", &page) == QKV_ERR_IO);
     CHECK(strstr(qkv_last_error(), "/nonexistent-dir/") != NULL);
-    s = slurp("viz_unit.html");
+    s = test_read_file("viz_unit.html");
     CHECK(s && strstr(s, "wonderful")); /* still the good page */
     free(s);
     CHECK(qkv_viz_write_html(NULL, &page) == QKV_ERR_INVALID);
@@ -99,7 +86,7 @@ TEST(svg_heatmap) {
     qkv_viz_map cross = {.name = "cross", .kind = "cross", .n_heads = 1, .n_rows = 4, .n_cols = 3,
                          .weights = wts, .row_labels = words, .col_labels = src};
     CHECK_OK(qkv_viz_write_svg("viz_unit.svg", &cross, 0, "decoder 1 cross & more"));
-    char *s = slurp("viz_unit.svg");
+    char *s = test_read_file("viz_unit.svg");
     CHECK(s != NULL);
     if (s) {
         CHECK(count(s, "class=\"cell\"") == 12);
@@ -250,7 +237,7 @@ TEST(chromium_renders_page) {
         return;
     }
     int rc = chromium(bin, "--dump-dom", "viz_page.html", "viz_page.dom.html");
-    char *dom = slurp("viz_page.dom.html");
+    char *dom = test_read_file("viz_page.dom.html");
     CHECKF(rc == 0 && dom && *dom, "chromium --dump-dom failed (status %d)", rc);
     if (dom && *dom) {
         CHECK(strstr(dom, "data-rendered=\"1\"") != NULL); /* the script ran to its end */

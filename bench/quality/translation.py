@@ -369,13 +369,20 @@ def main():
     ap.add_argument("--run", default="", help="the qkv run whose trained BPE files to use (bpe data)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--decode-max-len", type=int, default=0, help="override decode.max_len (smoke tests)")
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="equal wall-clock: train this many seconds (evaluations not counted) instead of --steps")
+    ap.add_argument("--eval-every", type=int, default=0, help="override eval.every (steps between dev evaluations)")
+    ap.add_argument("--curve-sentences", type=int, default=200,
+                    help="dev sentences decoded greedily for the BLEU curve at each evaluation (qkv's "
+                         "eval.bleu_max_examples)")
+    ap.add_argument("--curve", default="", help="write the dev curve here (JSON lines in qkv's log format)")
     a = ap.parse_args()
     global PAD, BOS, EOS
     torch.set_num_threads(a.threads)
     cfg = json.load(open(a.config))
     m = cfg["models"][a.model]
     d, tr = cfg["data"], cfg["train"]
-    steps = a.steps or tr["steps"]
+    steps = a.steps or (10 ** 9 if a.seconds else tr["steps"])
     torch.manual_seed(cfg.get("seed", 1))
     bpe = d.get("tokenizer") == "bpe"
     if bpe and not (a.qkv and a.run):
@@ -408,10 +415,55 @@ def main():
     o = tr["optimizer"]
     opt = torch.optim.Adam(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
     gen = torch.Generator().manual_seed(cfg.get("seed", 1))
-    t0, step, loss_v = time.time(), 0, float("nan")
+    dev = read_tsv(os.path.join(a.data, "dev.tsv"), split=not bpe)
+    if bpe:
+        dev_data = list(zip(sb.encode([x for x, _ in dev], L), tb.encode([y for _, y in dev], L)))
+    else:
+        dev_data = [(encode(x, sstoi, L), encode(y, tstoi, L)) for x, y in dev]
+    dev_data = [x for x in dev_data if x[0]]
+    n_bleu = a.curve_sentences
+    curve = open(a.curve, "w") if a.curve else None
+    every = a.eval_every or cfg["eval"]["every"]
+
+    def dev_loss():
+        total, count = 0.0, 0
+        for i in range(0, len(dev_data), 64):
+            src, pad, tin, tout = collate(dev_data[i:i + 64])
+            total += F.cross_entropy(model(src, pad, tin).reshape(-1, vt), tout.reshape(-1), ignore_index=PAD,
+                                     reduction="sum").item()
+            count += int((tout != PAD).sum())
+        return total / count
+
+    best = {"loss": None, "state": None}
+
+    def evaluate(step, trained):
+        """Dev loss (picks the best checkpoint, as qkv's eval.metric auto = loss) and greedy BLEU of the first
+        curve_sentences dev sentences (qkv's eval.bleu), as one record in qkv's log format."""
+        model.eval()
+        with torch.no_grad():
+            loss = dev_loss()
+            rec = {"kind": "eval", "split": "dev", "step": step, "loss": loss}
+            if n_bleu:
+                hyps = [detok(greedy(model, x, cfg["decode"]["max_len"])) for x, _ in dev_data[:n_bleu]]
+                refs = [detok(y) for _, y in dev_data[:n_bleu]]
+                rec["bleu"] = corpus_bleu(hyps, refs, a.qkv or None)
+        model.train()
+        rec["train_seconds"] = trained
+        if curve:
+            curve.write(json.dumps(rec) + "\n")
+            curve.flush()
+        if best["loss"] is None or loss < best["loss"]:
+            best["loss"], best["state"] = loss, {k: v.clone() for k, v in model.state_dict().items()}
+
+    # The clock counts training only (evaluations paused), as qkv's train.max_seconds does.
+    trained, t_mark, step, loss_v = 0.0, time.time(), 0, float("nan")
     model.train()
-    while step < steps:
+    out_of_time = False
+    while step < steps and not out_of_time:
         for items in batches(data, tr["batch_size"], gen):
+            if a.seconds and trained + time.time() - t_mark >= a.seconds:
+                out_of_time = True
+                break
             src, pad, tin, tout = collate(items)
             loss = F.cross_entropy(model(src, pad, tin).reshape(-1, vt), tout.reshape(-1), ignore_index=PAD)
             opt.zero_grad(set_to_none=True)
@@ -420,9 +472,19 @@ def main():
                 nn.utils.clip_grad_norm_(model.parameters(), tr["clip_norm"])
             opt.step()
             step, loss_v = step + 1, loss.item()
+            if step % every == 0 or step == steps:
+                trained += time.time() - t_mark
+                evaluate(step, trained)
+                t_mark = time.time()
             if step >= steps:
                 break
-    train_s = time.time() - t0
+    if step % every and step != steps:  # stopped by the clock: score the last steps too, as qkv does
+        trained += time.time() - t_mark
+        evaluate(step, trained)
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    steps = step
+    train_s = trained
     model.eval()
     refs = [t for _, t in test]
     dec = cfg["decode"]

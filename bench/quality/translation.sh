@@ -4,6 +4,10 @@
 # With a bpe tokenizer, qkv's run trains the BPE first and translation.py encodes with that run's files.
 #   bench/quality/translation.sh [transformer|lstm] [STEPS]      (QKV=path/to/qkv, DATA=../shared/data/translation,
 #                                                                 LIMIT=N test sentences, 0 all; smoke: STEPS 20 LIMIT 5)
+# Equal wall-clock instead of equal steps: BUDGET=900 (seconds of training on each side; evaluations not counted).
+# EVAL_EVERY=N overrides eval.every on both sides. Each side's dev curve (loss and greedy BLEU of 200 dev sentences
+# at every evaluation) is kept in OUT (run_<model>/log.jsonl and torch_<model>.jsonl) and drawn by `qkv plot` into
+# OUT/bleu_<model>.svg (BLEU against minutes of training).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 MODEL=${1:-transformer}
@@ -16,13 +20,23 @@ PY=/usr/bin/python3
 
 # qkv's run config: the shared fields plus models.<MODEL> as "model", data paths made absolute; and the decoding
 # settings as qkv translate flags.
-$PY - "$HERE/translation.json" "$MODEL" "$DATA" "$STEPS" "$OUT" > "$OUT/qkv_$MODEL.json" <<'PYEOF'
+BUDGET=${BUDGET:-0}
+EVAL_EVERY=${EVAL_EVERY:-0}
+$PY - "$HERE/translation.json" "$MODEL" "$DATA" "$STEPS" "$OUT" "$BUDGET" "$EVAL_EVERY" > "$OUT/qkv_$MODEL.json" <<'PYEOF'
 import json, os, sys
 c = json.load(open(sys.argv[1]))
 model, data, steps, out = sys.argv[2], os.path.abspath(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+budget, every = float(sys.argv[6]), int(sys.argv[7])
 run = {"model": c["models"][model], "data": dict(c["data"]), "train": c["train"], "eval": c["eval"], "seed": c["seed"]}
 for k in ("train", "dev", "test"):
     run["data"][k] = os.path.join(data, c["data"][k])
+run["eval"]["bleu"] = True  # the dev BLEU curve (greedy, eval.bleu_max_examples sentences)
+run["eval"]["bleu_max_examples"] = 200
+if every:
+    run["eval"]["every"] = every
+if budget:
+    run["train"]["steps"] = 10 ** 9
+    run["train"]["max_seconds"] = budget
 if steps:
     run["train"]["steps"] = steps
     run["eval"]["every"] = min(run["eval"]["every"], steps)
@@ -37,9 +51,8 @@ PYEOF
 if [ "$LIMIT" != 0 ]; then head -n "$LIMIT" "$DATA/test.tsv" > "$OUT/test.tsv"; else cp "$DATA/test.tsv" "$OUT/test.tsv"; fi
 cut -f1 "$OUT/test.tsv" > "$OUT/src.txt"
 cut -f2 "$OUT/test.tsv" > "$OUT/ref.txt"
-start=$(date +%s)
 "$QKV" train --config "$OUT/qkv_$MODEL.json" --run "$OUT/run_$MODEL" --quiet
-train_s=$(( $(date +%s) - start ))
+train_s=$(grep '"kind":"end"' "$OUT/run_$MODEL/log.jsonl" | tail -1 | sed -E 's/.*"train_seconds":([0-9.]+).*/\1/')
 while read -r mode flags; do
     # shellcheck disable=SC2086 # flags are words
     "$QKV" translate --run "$OUT/run_$MODEL" $flags "$OUT/src.txt" > "$OUT/hyp_$mode.txt"
@@ -49,4 +62,8 @@ done < "$OUT/decode_flags"
 set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL" --limit "$LIMIT" --mbr-limit "${LIMIT:-200}"
 [ "$LIMIT" = 0 ] && set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL"
 [ "$STEPS" != 0 ] && set -- "$@" --steps "$STEPS"
-$PY "$HERE/translation.py" "$@"
+[ "$BUDGET" != 0 ] && set -- "$@" --seconds "$BUDGET"
+[ "$EVAL_EVERY" != 0 ] && set -- "$@" --eval-every "$EVAL_EVERY"
+$PY "$HERE/translation.py" "$@" --curve "$OUT/torch_$MODEL.jsonl"
+"$QKV" plot -o "$OUT/bleu_$MODEL.svg" --x minutes --y bleu --title "$MODEL: dev BLEU (greedy, 200 sentences)" \
+    "qkv=$OUT/run_$MODEL" "pytorch=$OUT/torch_$MODEL.jsonl"

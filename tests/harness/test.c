@@ -103,6 +103,32 @@ bool test_file_exists(const char *path) {
     return path && stat(path, &st) == 0;
 }
 
+char *test_read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1))) {
+        if (fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+        s[n] = '\0';
+    }
+    fclose(f);
+    return s;
+}
+
+const char *test_write_file(const char *dir, const char *name, const char *content) {
+    static char path[4][4096];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, sizeof path[0], "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(content, f);
+        fclose(f);
+    }
+    return p;
+}
+
 const char *test_fixture_path(const char *name) {
     static char buf[4096];
     const char *dir = getenv("QKV_FIXTURES");

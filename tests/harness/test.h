@@ -43,6 +43,10 @@ void test_fail_at(const char *file, int line, const char *fmt, ...) __attribute_
 bool test_allclose(const char *what, const qkv_tensor *a, const qkv_tensor *b, double rtol, double atol);
 /* True when the file exists. */
 bool test_file_exists(const char *path);
+/* The whole file as a NUL-terminated malloc'd string (the caller frees), or NULL when it cannot be read. */
+char *test_read_file(const char *path);
+/* Writes content to dir/name and returns that path (one of 4 rotating static buffers: valid for the next 3 calls). */
+const char *test_write_file(const char *dir, const char *name, const char *content);
 /* Path of a fixture file (QKV_FIXTURES/name) in a static buffer. */
 const char *test_fixture_path(const char *name);
 /* Path under the shared folder (QKV_SHARED/rel), or NULL if QKV_SHARED is unset. Static buffer. */
