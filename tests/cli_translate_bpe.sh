@@ -26,6 +26,9 @@ check "the run keeps its trained BPE" '[ -f "$d/run/vocab.json" ] && [ -f "$d/ru
 "$QKV" translate --run "$d/run" "$d/src" > "$d/greedy"
 b=$("$QKV" bleu -r "$d/ref" -i "$d/greedy" --json | sed -n 's/.*"score": \([0-9.]*\).*/\1/p')
 check "lstm with BPE copies (BLEU $b > 80)" 'awk -v b="$b" "BEGIN{exit !(b > 80)}"'
+eb=$("$QKV" eval --run "$d/run" --split dev --json | sed -n 's/.*"bleu": *\([0-9.e+-]*\).*/\1/p')
+check "eval's dev BLEU ($eb) is the BLEU of qkv translate's greedy output ($b)" \
+  'awk -v a="$eb" -v b="$b" "BEGIN{d = a - b; exit !(a != \"\" && d < 0.01 && d > -0.01)}"'
 check "translations are text, one per line" '[ "$(wc -l < "$d/greedy")" = 40 ] && ! grep -q "<s>\|</s>\|<pad>" "$d/greedy"'
 ids=$(echo "alpha beta" | "$QKV" tokenize encode --bpe "$d/run")
 back=$(echo "$ids" | "$QKV" tokenize decode --bpe "$d/run")

@@ -1,4 +1,4 @@
-/* BLEU during seq2seq evals: greedy decoding through the model's teacher-forcing forward, then corpus BLEU (word
+/* BLEU during seq2seq evals: greedy decoding with the model's incremental decoder, then corpus BLEU (word
  * tokens as they are; BPE runs on detokenized text with sacrebleu's 13a tokenizer). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "qkv/config.h"
+#include "qkv/beam.h"
 #include "qkv/metrics.h"
+#include "qkv/seq2seq.h"
 #include "train_internal.h"
 
 /* Tokens of ids joined by spaces (malloc'd). */
@@ -47,62 +49,39 @@ static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
     return join_tokens(t->tgt_vocab ? t->tgt_vocab : t->vocab, ids, len);
 }
 
-/* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>). */
+/* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>), through the model's incremental decoder
+ * (cached state, one token per step), exactly as `qkv translate` decodes greedily: pad and <s> are never produced. */
 static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap, int32_t *hyp) {
     const task *t = &r->task;
+    qkv_s2s_decoder dec;
+    if (!qkv_seq2seq_decoder_of(r->type, r->model, &dec))
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU: model type '%s' has no incremental decoder", r->type->name);
     int64_t S = 1;
     for (int64_t i = 0; i < B; i++)
         if (s->ex[idx[i]].n > S) S = s->ex[idx[i]].n;
-    char *done = calloc((size_t)B, 1);
-    if (!done) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < B * cap; i++) hyp[i] = t->tgt_pad;
-    qkv_status st = QKV_OK;
-    int64_t n_done = 0;
-    for (int64_t T = 1; T <= cap && n_done < B && st == QKV_OK; T++) {
-        qkv_ctx_reset(r->ctx);
-        qkv_batch b = {0};
-        b.src_ids = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, S));
-        b.src_mask = qkv_ctx_zeros(r->ctx, QKV_F32, QKV_DIMS(B, S));
-        b.ids = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, T));
-        b.targets = qkv_ctx_tensor(r->ctx, QKV_I32, QKV_DIMS(B, T));
-        b.mask = qkv_ctx_tensor(r->ctx, QKV_F32, QKV_DIMS(B, T));
-        if (!b.src_ids || !b.src_mask || !b.ids || !b.targets || !b.mask) {
-            st = qkv_last_status();
-            break;
-        }
-        for (int64_t i = 0; i < B; i++) {
-            const example *e = &s->ex[idx[i]];
-            for (int64_t j = 0; j < S; j++) {
-                qkv_i32(b.src_ids)[i * S + j] = j < e->n ? s->pool[e->off + j] : t->pad;
-                qkv_f32(b.src_mask)[i * S + j] = j < e->n;
-            }
-            for (int64_t j = 0; j < T; j++) {
-                qkv_i32(b.ids)[i * T + j] = j == 0 ? t->tgt_bos : hyp[i * cap + j - 1];
-                qkv_i32(b.targets)[i * T + j] = t->tgt_pad;
-                qkv_f32(b.mask)[i * T + j] = 1.0f;
-            }
-        }
-        b.n_tokens = B * T;
-        qkv_tensor *logits = r->type->forward(r->ctx, r->model, &b, NULL);
-        if (!logits) {
-            st = qkv_last_status();
-            break;
-        }
-        int64_t V = logits->shape[2];
-        for (int64_t i = 0; i < B; i++) {
-            if (done[i]) continue;
-            const float *row = qkv_f32(logits) + (i * T + T - 1) * V;
-            int32_t best = 0;
-            for (int64_t v = 1; v < V; v++)
-                if (row[v] > row[best]) best = (int32_t)v;
-            hyp[i * cap + T - 1] = best;
-            if (best == t->tgt_eos) {
-                done[i] = 1;
-                n_done++;
-            }
-        }
+    int32_t *src = malloc(sizeof *src * (size_t)(B * S)), *len = malloc(sizeof *len * (size_t)B);
+    qkv_status st = src && len ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; st == QKV_OK && i < B; i++) {
+        const example *e = &s->ex[idx[i]];
+        for (int64_t j = 0; j < S; j++) src[i * S + j] = j < e->n ? s->pool[e->off + j] : t->pad;
+        len[i] = e->n > 0 ? (int32_t)e->n : 1; /* an empty source still has one (pad) position to attend to */
     }
-    free(done);
+    qkv_decode_opts o = qkv_decode_defaults();
+    o.bos = t->tgt_bos;
+    o.eos = t->tgt_eos;
+    o.pad = t->tgt_pad;
+    o.max_len = (int)cap;
+    o.beam = 1;
+    qkv_hyps hs = {0};
+    if (st == QKV_OK) st = qkv_decode_greedy(&dec, src, len, (int)B, (int)S, &o, &hs);
+    for (int64_t i = 0; st == QKV_OK && i < B; i++) {
+        for (int64_t j = 0; j < cap; j++) hyp[i * cap + j] = t->tgt_pad;
+        const qkv_hyp *h = i < hs.n ? &hs.h[i] : NULL;
+        for (int j = 0; h && j < h->len && j < cap; j++) hyp[i * cap + j] = h->tokens[j];
+    }
+    qkv_hyps_free(&hs);
+    free(src);
+    free(len);
     return st;
 }
 
