@@ -53,14 +53,20 @@ cut -f1 "$OUT/test.tsv" > "$OUT/src.txt"
 cut -f2 "$OUT/test.tsv" > "$OUT/ref.txt"
 "$QKV" train --config "$OUT/qkv_$MODEL.json" --run "$OUT/run_$MODEL" --quiet
 train_s=$(grep '"kind":"end"' "$OUT/run_$MODEL/log.jsonl" | tail -1 | sed -E 's/.*"train_seconds":([0-9.]+).*/\1/')
+# MBR decodes the first MBR_LIMIT test sentences only (on both sides: PyTorch's MBR is slow).
+MBR_LIMIT=${MBR_LIMIT:-200}
+head -n "$MBR_LIMIT" "$OUT/src.txt" > "$OUT/src_mbr.txt"
+head -n "$MBR_LIMIT" "$OUT/ref.txt" > "$OUT/ref_mbr.txt"
 while read -r mode flags; do
+    part=""
+    [ "$mode" = mbr ] && part=_mbr
     # shellcheck disable=SC2086 # flags are words
-    "$QKV" translate --run "$OUT/run_$MODEL" $flags "$OUT/src.txt" > "$OUT/hyp_$mode.txt"
-    bleu=$("$QKV" bleu -r "$OUT/ref.txt" -i "$OUT/hyp_$mode.txt" --json)
-    echo "{\"bench\":\"translation_quality\",\"engine\":\"qkv\",\"model\":\"$MODEL\",\"decode\":\"$mode\",\"train_s\":$train_s,\"bleu\":$bleu}"
+    "$QKV" translate --run "$OUT/run_$MODEL" $flags "$OUT/src$part.txt" > "$OUT/hyp_$mode.txt"
+    bleu=$("$QKV" bleu -r "$OUT/ref$part.txt" -i "$OUT/hyp_$mode.txt" --json)
+    n=$(wc -l < "$OUT/hyp_$mode.txt")
+    echo "{\"bench\":\"translation_quality\",\"engine\":\"qkv\",\"model\":\"$MODEL\",\"decode\":\"$mode\",\"sentences\":$n,\"train_s\":$train_s,\"bleu\":$bleu}"
 done < "$OUT/decode_flags"
-set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL" --limit "$LIMIT" --mbr-limit "${LIMIT:-200}"
-[ "$LIMIT" = 0 ] && set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL"
+set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL" --limit "$LIMIT" --mbr-limit "$MBR_LIMIT"
 [ "$STEPS" != 0 ] && set -- "$@" --steps "$STEPS"
 [ "$BUDGET" != 0 ] && set -- "$@" --seconds "$BUDGET"
 [ "$EVAL_EVERY" != 0 ] && set -- "$@" --eval-every "$EVAL_EVERY"
