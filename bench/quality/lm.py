@@ -80,10 +80,12 @@ def torch_side(cfg, steps, threads, seed, seconds=0, curve=None, test_too=False)
 
     o = t["optimizer"]
     kw = dict(lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)), eps=o.get("eps", 1e-8))
-    if o["name"] == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), weight_decay=o.get("weight_decay", 0.01), **kw)
-    else:
-        opt = torch.optim.Adam(model.parameters(), weight_decay=o.get("weight_decay", 0.0), **kw)
+    # qkv's default train.optimizer.decay_exclude_1d: biases and LayerNorm parameters get no weight decay.
+    wd = o.get("weight_decay", 0.01 if o["name"] == "adamw" else 0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = (torch.optim.AdamW if o["name"] == "adamw" else torch.optim.Adam)(groups, **kw)
 
     def score(ids):
         """Mean loss (nats per token) over consecutive windows of T + 1 tokens, stride T, as qkv scores dev/test."""
