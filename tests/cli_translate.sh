@@ -6,14 +6,8 @@ QKV=${QKV_BIN:?QKV_BIN not set}
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 pass=0 fail=0
 check() { if eval "$2"; then echo "ok   $1"; pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
-for part in train:400 dev:40; do
-  awk -v n="${part#*:}" -v seed="${#part}" 'BEGIN { srand(seed);
-    split("alpha beta gamma delta eps zeta eta theta iota kappa", w, " ");
-    for (i = 0; i < n; i++) { k = 2 + int(rand() * 4); s = w[1 + int(rand() * 10)];
-      for (j = 1; j < k; j++) s = s " " w[1 + int(rand() * 10)]; print s "\t" s } }' > "$d/${part%%:*}.tsv"
-done
-cut -f1 "$d/dev.tsv" > "$d/src"
-cut -f2 "$d/dev.tsv" > "$d/ref"
+. "${QKV_SOURCE_DIR:?QKV_SOURCE_DIR not set}/tests/harness/copy_task.sh"
+copy_task "$d"
 cat > "$d/lstm.json" <<JSON
 {"model": {"type": "lstm_seq2seq", "embed": 32, "hidden": 64},
  "data": {"train": "$d/train.tsv", "dev": "$d/dev.tsv", "max_len": 8},

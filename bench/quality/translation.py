@@ -30,6 +30,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "ref"))
+from cls_model import sinusoid  # noqa: E402  (the same sinusoidal table as qkv's reference tests)
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
@@ -97,15 +99,6 @@ class QkvBpe:
     def decode(self, ids):
         text = b"".join(self.bytes.get(i, b"") for i in ids).decode("utf-8", errors="replace")
         return text.replace("\n", " ")
-
-
-def sinusoid(max_len, d):
-    pe = torch.zeros(max_len, d)
-    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
-    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
-    pe[:, 0::2] = torch.sin(pos * div)
-    pe[:, 1::2] = torch.cos(pos * div)
-    return pe
 
 
 class NMT(nn.Module):
