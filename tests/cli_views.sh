@@ -56,6 +56,10 @@ check "generate page: nothing looks ahead (upper triangle exactly 0) and rows su
 check "attend --run on a GPT: causal maps, row of the word 'cat'" \
   '[ $rc = 0 ] && page "$d/gpt_attend.html" "D[\"examples\"][0][\"highlight_row\"] == 4 and all(causal_ok(m) for m in D[\"examples\"][0][\"maps\"]) and len(D[\"examples\"][0][\"maps\"]) == 2"'
 
+"$QKV" viz --run "$d/gpt" -o "$d/gpt_viz.html" "the cat" "a dog sat" > /dev/null; rc=$?
+check "viz --run on a GPT: every token of each text (none held back as a target), last row highlighted" \
+  '[ $rc = 0 ] && page "$d/gpt_viz.html" "[len(e[\"tokens\"]) for e in D[\"examples\"]] == [7, 9] and D[\"examples\"][1][\"highlight_row\"] == 8 and all(causal_ok(m) and rows_ok(m) for e in D[\"examples\"] for m in e[\"maps\"])"'
+
 # ---- models without attention: clear errors, no page ----
 sed 's/"gpt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 32/"rnnlm", "d_model": 8, "n_layers": 1/' \
   "$d/gpt.json" > "$d/rnn.json"
@@ -65,6 +69,8 @@ check "generate --view on an rnnlm: 'rnnlm has no attention to show' (exit $rc)"
   '[ $rc = 2 ] && grep -q "rnnlm has no attention to show" "$d/err" && [ ! -e "$d/rnn.html" ]'
 "$QKV" attend --run "$d/rnn" -o "$d/rnn.html" "the cat" 2> "$d/err"; rc=$?
 check "attend --run on an rnnlm is an error" '[ $rc = 2 ] && grep -q "rnnlm has no attention" "$d/err" && [ ! -e "$d/rnn.html" ]'
+"$QKV" viz --run "$d/rnn" -o "$d/rnn.html" "the cat" 2> "$d/err"; rc=$?
+check "viz --run on an rnnlm is an error" '[ $rc = 2 ] && grep -q "rnnlm has no attention" "$d/err" && [ ! -e "$d/rnn.html" ]'
 
 # ---- a classifier: attend --run ----
 for i in $(seq 1 20); do printf 'pos\tthe food was good\nneg\tthe food was bad\n'; done > "$d/cls.tsv"

@@ -147,10 +147,12 @@ def torch_side(cfg, steps, threads, seed, seconds=0, curve=None, test_too=False)
     return res
 
 
-def qkv_side(qkv, cfg_path, name, steps, threads, seconds=0, run=None, test_too=False):
+def qkv_side(qkv, cfg_path, name, steps, threads, seconds=0, run=None, test_too=False, seed=None):
     run = run or tempfile.mkdtemp(prefix="qkv-lm-")
     env = dict(os.environ, QKV_THREADS=str(threads))
     cmd = [qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", f"train.steps={steps}"]
+    if seed is not None:
+        cmd += ["--set", f"seed={seed}"]
     if seconds:
         cmd += ["--set", f"train.max_seconds={seconds}"]
     r = subprocess.run(cmd, cwd=ROOT, env=env)
@@ -180,10 +182,14 @@ def main():
                     help="equal wall-clock comparison: each engine trains this many seconds (evaluations not "
                          "counted), then dev and test are scored")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, help="seed of both sides (default: the config's); runs at a few seeds show the spread "
+                    "between initialisations")
     ap.add_argument("--only", choices=["torch", "qkv"])
     ap.add_argument("--out", help="folder for the curves: <model>_<tag>_{qkv run,torch.jsonl,curve.svg}")
     a = ap.parse_args()
     tag = f"{a.seconds / 60:g}min" if a.seconds else f"{a.steps or 'cfg'}steps"
+    if a.seed is not None:
+        tag += f"_seed{a.seed}"
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     for name in a.models.split(","):
@@ -197,11 +203,11 @@ def main():
             run = base + "_qkv" if base else None
             if run and os.path.exists(run):
                 subprocess.run(["rm", "-rf", run])
-            res["qkv"] = qkv_side(a.qkv, path, name, steps, a.threads, a.seconds, run, bool(a.seconds))
+            res["qkv"] = qkv_side(a.qkv, path, name, steps, a.threads, a.seconds, run, bool(a.seconds), a.seed)
             print(json.dumps(res["qkv"]), flush=True)
         if a.only != "qkv":
             curve = open(base + "_torch.jsonl", "w") if base else None
-            res["torch"] = torch_side(cfg, steps, a.threads, cfg.get("seed", 1), a.seconds, curve, bool(a.seconds))
+            res["torch"] = torch_side(cfg, steps, a.threads, cfg.get("seed", 1) if a.seed is None else a.seed, a.seconds, curve, bool(a.seconds))
             print(json.dumps(res["torch"]), flush=True)
             if curve:
                 curve.close()

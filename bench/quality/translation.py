@@ -186,7 +186,8 @@ def collate(items):
     return src, src == PAD, tin, tout
 
 
-# ---- decoding: prefix re-run each step (simple and exact; speed is not what this script compares) ----
+# ---- decoding: the LSTM carries its state; the Transformer re-runs its prefix each step (nn.Transformer has no KV
+# cache: what a PyTorch user writes). Exact either way; speed is not what this script compares ----
 def step_logprobs(model, mem, pad, prefix, state=None):
     if isinstance(model, NMT):
         return F.log_softmax(model.decode(mem, pad, prefix)[:, -1], -1), None
@@ -247,16 +248,12 @@ def beam(model, src_ids, max_len, k, alpha):
         n = len(live)
         prefix = torch.tensor([[BOS] + h for h, _ in live])
         m, p = mem.expand(n, -1, -1), pad.expand(n, -1)
-        if isinstance(model, NMT):
-            lp, _ = step_logprobs(model, m, p, prefix)
-        else:  # the LSTM re-runs its prefix from the encoder state (exact, no cache needed here)
-            init = tuple(s.expand(-1, n, -1).contiguous() for s in state)
-            logits, _ = model.decode_steps(m, p, prefix, init)
-            lp = F.log_softmax(logits[:, -1], -1)
+        # The Transformer re-runs its prefix (nn.Transformer has no cache); the LSTM carries each hypothesis's state.
+        lp, state = step_logprobs(model, m, p, prefix, state)
         lp = ban(lp)
         scores = (torch.tensor([s for _, s in live])[:, None] + lp).view(-1)
         top = scores.topk(min(2 * k, scores.numel()))
-        nxt = []
+        nxt, parents = [], []
         V = lp.shape[1]
         for s, idx in zip(top.values.tolist(), top.indices.tolist()):
             r, v = divmod(idx, V)
@@ -264,9 +261,12 @@ def beam(model, src_ids, max_len, k, alpha):
                 fin.append((live[r][0], s / lpen(t + 1)))
             elif len(nxt) < k:
                 nxt.append((live[r][0] + [v], s))
+                parents.append(r)
             if len(nxt) == k:
                 break
         live = nxt
+        if state is not None and parents:
+            state = tuple(x[:, parents].contiguous() for x in state)
         if len(fin) >= 1:
             worst = sorted((s for _, s in fin), reverse=True)[0]
             if max(s for _, s in live) / lpen(max_len) <= worst:

@@ -187,11 +187,18 @@ static qkv_status write_page(qkv_run *r, const char *run_dir, const char *what, 
 
 /* ---- classifiers (and every model qkv_run_explain knows) ---------------------------------------------------- */
 
+static qkv_status write_lm_texts(qkv_run *r, const char *run_dir, const char *const *texts, int n,
+                                 const char *out_html);
+
 int run_view_write(qkv_run *r, const char *run_dir, const char *const *texts, int n, const char *out_html,
                    const char *svg_dir) {
     if (!strcmp(qkv_run_model_type(r)->task, "seq2seq")) {
         if (svg_dir) return qkv_error_set(QKV_ERR_UNSUPPORTED, "viewer: --svg is not available for translation runs");
         return run_view_write_translations(r, run_dir, texts, n, out_html);
+    }
+    if (!strcmp(qkv_run_model_type(r)->task, "lm")) {
+        if (svg_dir) return qkv_error_set(QKV_ERR_UNSUPPORTED, "viewer: --svg is for classifiers");
+        return write_lm_texts(r, run_dir, texts, n, out_html);
     }
     qkv_run_explanation *ex = calloc((size_t)(n ? n : 1), sizeof *ex);
     qkv_viz_example *vex = calloc((size_t)(n ? n : 1), sizeof *vex);
@@ -248,47 +255,88 @@ static int64_t model_context(qkv_run *r) {
     return 0;
 }
 
-/* Maps of a self-attention view over n ids (n already within the context); labels: n readable tokens. */
-static int self_view(qkv_run *r, const char *run_dir, const int32_t *ids, int n, const char *title, int row,
-                     const char *what, char **labels, const char *out_html) {
+/* What one text of a causal self-attention page owns (the example borrows from it). */
+typedef struct text_view {
+    char **labels;
+    int n;
     view_maps v;
-    qkv_status st = forward_maps(r, NULL, 0, ids, n, &v);
-    if (st) return st;
-    if (v.n == 0) st = qkv_error_set(QKV_ERR_UNSUPPORTED, "%s has no attention to show", qkv_run_model_type(r)->name);
     qkv_viz_map maps[32];
     char names[32][32];
-    for (int k = 0; st == QKV_OK && k < v.n; k++) {
-        if (v.m[k].rows != n || v.m[k].cols != n) {
-            st = qkv_error_set(QKV_ERR_INVALID, "viewer: map %d is %d x %d for %d tokens", k + 1, v.m[k].rows,
-                               v.m[k].cols, n);
-            break;
-        }
-        snprintf(names[k], sizeof names[k], "layer %d", k + 1);
-        maps[k] = (qkv_viz_map){.name = names[k], .kind = v.m[k].kind, .n_heads = v.m[k].heads, .n_rows = n,
-                                .n_cols = n, .weights = v.m[k].w, .row_labels = (const char *const *)labels,
-                                .highlight = true};
+} text_view;
+
+static void text_view_free(text_view *p) {
+    labels_free(p->labels, p->n);
+    view_maps_free(&p->v);
+}
+
+/* One full forward over n ids (n within the context) with the maps captured; ex shows row `row` highlighted.
+ * labels: n readable tokens, owned by p from here on (also on an error). */
+static qkv_status text_view_make(qkv_run *r, const int32_t *ids, int n, char **labels, const char *title, int row,
+                                 text_view *p, qkv_viz_example *ex) {
+    memset(p, 0, sizeof *p);
+    p->labels = labels;
+    p->n = n;
+    qkv_status st = forward_maps(r, NULL, 0, ids, n, &p->v);
+    if (st) return st;
+    if (p->v.n == 0)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "%s has no attention to show", qkv_run_model_type(r)->name);
+    for (int k = 0; k < p->v.n; k++) {
+        const view_map *m = &p->v.m[k];
+        if (m->rows != n || m->cols != n)
+            return qkv_error_set(QKV_ERR_INVALID, "viewer: map %d is %d x %d for %d tokens", k + 1, m->rows, m->cols,
+                                 n);
+        snprintf(p->names[k], sizeof p->names[k], "layer %d", k + 1);
+        p->maps[k] = (qkv_viz_map){.name = p->names[k], .kind = m->kind, .n_heads = m->heads, .n_rows = n,
+                                   .n_cols = n, .weights = m->w, .row_labels = (const char *const *)labels,
+                                   .highlight = true};
     }
-    if (st == QKV_OK) {
-        qkv_viz_example ex = {.title = title, .n_tokens = n, .tokens = (const char *const *)labels,
-                              .highlight_row = row, .probability = -1, .n_maps = v.n, .maps = maps};
-        st = write_page(r, run_dir, what, &ex, 1, out_html);
-    }
-    view_maps_free(&v);
-    return st;
+    *ex = (qkv_viz_example){.title = title, .n_tokens = n, .tokens = (const char *const *)labels,
+                            .highlight_row = row, .probability = -1, .n_maps = p->v.n, .maps = p->maps};
+    return QKV_OK;
+}
+
+/* The ids' view (first n_ctx tokens), the last token's row highlighted: what the model looked at to predict the
+ * token after it. */
+static qkv_status lm_text_view(qkv_run *r, const int32_t *ids, size_t n, const char *title, text_view *p,
+                               qkv_viz_example *ex) {
+    memset(p, 0, sizeof *p);
+    int64_t ctx = model_context(r);
+    if (ctx > 0 && (int64_t)n > ctx) n = (size_t)ctx;
+    if (n == 0) return qkv_error_set(QKV_ERR_INVALID, "viewer: '%s' has no tokens", title ? title : "");
+    if (n > 1 << 20) return qkv_error_set(QKV_ERR_RANGE, "viewer: %zu tokens are too many to show", n);
+    char **labels = labels_of(r, ids, (int)n, false);
+    if (!labels) return qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
+    return text_view_make(r, ids, (int)n, labels, title, (int)n - 1, p, ex);
 }
 
 int run_view_write_lm(qkv_run *r, const char *run_dir, const int32_t *ids, size_t n, const char *title,
                       const char *out_html) {
-    int64_t ctx = model_context(r);
-    if (ctx > 0 && (int64_t)n > ctx) n = (size_t)ctx;
-    if (n == 0) return qkv_error_set(QKV_ERR_INVALID, "viewer: no tokens to show");
-    if (n > 1 << 20) return qkv_error_set(QKV_ERR_RANGE, "viewer: %zu tokens are too many to show", n);
-    char **labels = labels_of(r, ids, (int)n, false);
-    if (!labels) return qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
-    /* The last token's row is what the model looked at to predict the token after it. */
-    qkv_status st = self_view(r, run_dir, ids, (int)n, title, (int)n - 1, "causal self-attention over the text",
-                              labels, out_html);
-    labels_free(labels, (int)n);
+    text_view p;
+    qkv_viz_example ex;
+    qkv_status st = lm_text_view(r, ids, n, title, &p, &ex);
+    if (st == QKV_OK) st = write_page(r, run_dir, "causal self-attention over the text", &ex, 1, out_html);
+    text_view_free(&p);
+    return st;
+}
+
+/* Every text of `qkv viz` on a language model: the whole text is the input (no token is held back as a target). */
+static qkv_status write_lm_texts(qkv_run *r, const char *run_dir, const char *const *texts, int n,
+                                 const char *out_html) {
+    text_view *p = calloc((size_t)n, sizeof *p);
+    qkv_viz_example *ex = calloc((size_t)n, sizeof *ex);
+    qkv_status st = p && ex ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
+    int made = 0;
+    for (; st == QKV_OK && made < n; made++) {
+        int32_t *ids = NULL;
+        size_t len = 0;
+        if ((st = qkv_run_encode(r, texts[made], &ids, &len)) != QKV_OK) break;
+        st = lm_text_view(r, ids, len, texts[made], &p[made], &ex[made]);
+        free(ids);
+    }
+    if (st == QKV_OK) st = write_page(r, run_dir, "causal self-attention over each text", ex, n, out_html);
+    for (int i = 0; p && i < made && i < n; i++) text_view_free(&p[i]);
+    free(p);
+    free(ex);
     return st;
 }
 
@@ -497,7 +545,12 @@ int run_view_write_attend(qkv_run *r, const char *run_dir, const char *text, con
     if (st == QKV_OK && row < 0) st = qkv_last_status();
     if (st == QKV_OK && !s2s) {
         snprintf(what, sizeof what, "causal self-attention, row of '%s'", labels[row]);
-        st = self_view(r, run_dir, ids, (int)n, text, row, what, labels, out_html);
+        text_view p;
+        qkv_viz_example ex;
+        st = text_view_make(r, ids, (int)n, labels, text, row, &p, &ex);
+        labels = NULL; /* p owns them now */
+        if (st == QKV_OK) st = write_page(r, run_dir, what, &ex, 1, out_html);
+        text_view_free(&p);
     } else if (st == QKV_OK) {
         /* The encoder's self-attention does not depend on the target: one decoder step (<s>) is enough. */
         int32_t bos, eos, pad;
