@@ -26,6 +26,19 @@ out=$("$QKV" embed similar red -k 1 --vectors "$d/v.txt")
 check "word2vec text with a header" '[ "$out" = "$(printf "blue\t0.9939")" ]'
 "$QKV" embed similar qwertyzzz --vectors "$G" 2> "$d/err"; rc=$?
 check "unknown word is bad input, named" '[ $rc = 2 ] && grep -q "qwertyzzz" "$d/err"'
+# Pretrained vectors as a run's embeddings: qkv train shows the coverage the run logged (not the library itself).
+for i in 1 2 3 4 5; do printf 'a\tred blue\nb\tgreen zzz\n'; done > "$d/e.tsv"
+cat > "$d/e.json" <<JSON
+{"model": {"type": "embmean", "dim": 2}, "data": {"train": "$d/e.tsv", "dev": "$d/e.tsv"},
+ "embeddings": {"pretrained": "$d/v.txt"}, "train": {"steps": 2, "batch_size": 4, "checkpoint_every": 0}}
+JSON
+"$QKV" train --config "$d/e.json" --run "$d/e1" 2> "$d/err" > /dev/null
+check "train: coverage line (<pad> <unk> red blue green zzz: 3 of 6)" \
+  'grep -q "^embeddings: embedding.weight <- .*v.txt: 3 of 6 tokens (50.0%)$" "$d/err"'
+"$QKV" train --config "$d/e.json" --run "$d/e2" --quiet > "$d/out" 2> "$d/err"
+check "train --quiet: silent" '[ ! -s "$d/err" ] && [ ! -s "$d/out" ]'
+"$QKV" train --config "$d/e.json" --run "$d/e3" --json 2> /dev/null | head -1 > "$d/out"
+check "train --json: the pretrained record first" 'grep -q "\"kind\":\"pretrained\".*\"found\":3,\"tokens\":6" "$d/out"'
 printf 'red 1 0\nblue 0.9\n' > "$d/bad.txt"
 "$QKV" embed similar red --vectors "$d/bad.txt" 2> "$d/err"; rc=$?
 check "dimension mismatch names file:line" '[ $rc = 2 ] && grep -q "bad.txt:2: .blue. has 1 values, expected 2" "$d/err"'

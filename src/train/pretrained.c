@@ -65,24 +65,8 @@ static const char *token_of(const task *t, bool target, int32_t id, size_t *len)
     return s;
 }
 
-/* 14210 -> "14,210" */
-static const char *grouped(int64_t n, char *buf, size_t size) {
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%lld", (long long)n), o = 0;
-    for (int i = 0; i < len && o + 2 < (int)size; i++) {
-        if (i > 0 && digits[i - 1] != '-' && (len - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-/* A "pretrained" record in log.jsonl (step 0, before the loop's first record) and the same line on stderr. */
+/* A "pretrained" record in log.jsonl (step 0, before the loop's first record); qkv train shows it. */
 static qkv_status log_coverage(const qkv_run *r, const char *param, const char *path, int64_t found, int64_t total) {
-    double pct = total ? 100.0 * (double)found / (double)total : 0.0;
-    char a[32], b[32];
-    fprintf(stderr, "embeddings: %s <- %s: %s of %s tokens (%.1f%%)\n", param, path, grouped(found, a, sizeof a),
-            grouped(total, b, sizeof b), pct);
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "kind", "pretrained");
     cJSON_AddNumberToObject(rec, "step", 0);

@@ -217,3 +217,14 @@ const char *cli_shared_path(const char *rel, char *buf, size_t n) {
     snprintf(buf, n, "../shared/%s", rel);
     return NULL;
 }
+
+const char *cli_grouped(long long n, char *buf, size_t size) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", n), o = 0;
+    for (int i = 0; i < len && o + 2 < (int)size; i++) {
+        if (i > 0 && digits[i - 1] != '-' && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    if (size) buf[o] = '\0';
+    return buf;
+}

@@ -46,6 +46,9 @@ void cli_progress_finish(cli_progress *p, const char *extra);
 
 double cli_now(void); /* monotonic seconds */
 
+/* 14210 -> "14,210" into buf; returns buf. */
+const char *cli_grouped(long long n, char *buf, size_t size);
+
 /* A file of the shared folder (../shared/<rel>: data, pretrained files, benchmark configs), looked for under
  * $QKV_SHARED, then ../shared from the current directory, then ../shared, ../../shared or ../../../shared beside
  * the qkv binary. Returns buf when found; NULL otherwise, with buf set to "../shared/<rel>" for messages. */

@@ -51,6 +51,37 @@ static void on_step(void *user, long step, long total, double loss, double lr, d
     cli_progress_update(&ui->bar, step - ui->start, ui->units, extra);
 }
 
+/* The coverage of pretrained embeddings, which the new run logged before training: "embeddings: P <- FILE: 14,210
+ * of 20,000 tokens (71.1%)". */
+static void show_pretrained(const char *dir, const train_ui *ui) {
+    if (ui->quiet && !ui->json) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"kind\":\"pretrained\"")) continue;
+        line[strcspn(line, "\n")] = '\0';
+        if (ui->json) {
+            printf("%s\n", line);
+            continue;
+        }
+        cJSON *j = cJSON_Parse(line);
+        double found = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "found"));
+        double tokens = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "tokens"));
+        const char *param = cJSON_GetStringValue(cJSON_GetObjectItem(j, "param"));
+        const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(j, "file"));
+        char a[32], b[32];
+        if (param && file && isfinite(found) && isfinite(tokens))
+            fprintf(stderr, "embeddings: %s <- %s: %s of %s tokens (%.1f%%)\n", param, file,
+                    cli_grouped((long long)found, a, sizeof a), cli_grouped((long long)tokens, b, sizeof b),
+                    tokens > 0 ? 100.0 * found / tokens : 0.0);
+        cJSON_Delete(j);
+    }
+    if (f) fclose(f);
+    fflush(stdout);
+}
+
 static void on_record(void *user, const char *json) {
     train_ui *ui = user;
     if (ui->json) {
@@ -115,6 +146,7 @@ static int run(int argc, char **argv) {
     long total = (long)qkv_config_int(cfg, "train.steps", 1);
     cJSON_Delete(cfg);
     if (!r) return cli_error("train", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (!resume) show_pretrained(dir, &ui);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
