@@ -115,7 +115,7 @@ struct cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
 qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu);
 /* The run's "embeddings" option on its freshly built model (src/train/pretrained.c), before the optimiser exists.
  * fresh: copies the vector file's rows into every token embedding the model type declares
- * (qkv_model_type_embeddings), for each token found, and logs the coverage to stderr and log.jsonl; resuming
+ * (qkv_model_type_embeddings), for each token found, and logs the coverage to log.jsonl (qkv train shows it); resuming
  * (fresh false) leaves the weights to the checkpoint. Either way embeddings.frozen makes those matrices require no
  * gradient, so the optimiser's parameter list matches the checkpoint's. */
 qkv_status run_pretrained_init(qkv_run *r, bool fresh);
