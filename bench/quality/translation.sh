@@ -5,7 +5,8 @@
 #   bench/quality/translation.sh [transformer|lstm] [STEPS]      (QKV=path/to/qkv, DATA=../shared/data/translation,
 #                                                                 LIMIT=N test sentences, 0 all; smoke: STEPS 20 LIMIT 5)
 # Equal wall-clock instead of equal steps: BUDGET=900 (seconds of training on each side; evaluations not counted).
-# EVAL_EVERY=N overrides eval.every on both sides. Each side's dev curve (loss and greedy BLEU of 200 dev sentences
+# EVAL_EVERY=N overrides eval.every on both sides. THREADS=N (default 2) threads per engine: same-steps runs do not
+# depend on time, so two of them may share the machine at THREADS=1 (equal wall-clock runs: one at a time). Each side's dev curve (loss and greedy BLEU of 200 dev sentences
 # at every evaluation) is kept in OUT (run_<model>/log.jsonl and torch_<model>.jsonl) and drawn by `qkv plot` into
 # OUT/bleu_<model>.svg (BLEU against minutes of training).
 set -eu
@@ -16,7 +17,10 @@ LIMIT=${LIMIT:-0}
 QKV=${QKV:-$HERE/../../build/qkv}
 DATA=${DATA:-$HERE/../../../shared/data/translation}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 PY=/usr/bin/python3
+THREADS=${THREADS:-2}
+export QKV_THREADS=$THREADS
 
 # qkv's run config: the shared fields plus models.<MODEL> as "model", data paths made absolute; and the decoding
 # settings as qkv translate flags.
@@ -66,7 +70,8 @@ while read -r mode flags; do
     n=$(wc -l < "$OUT/hyp_$mode.txt")
     echo "{\"bench\":\"translation_quality\",\"engine\":\"qkv\",\"model\":\"$MODEL\",\"decode\":\"$mode\",\"sentences\":$n,\"train_s\":$train_s,\"bleu\":$bleu}"
 done < "$OUT/decode_flags"
-set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL" --limit "$LIMIT" --mbr-limit "$MBR_LIMIT"
+set -- --model "$MODEL" --data "$DATA" --qkv "$QKV" --run "$OUT/run_$MODEL" --limit "$LIMIT" --mbr-limit "$MBR_LIMIT" \
+    --threads "$THREADS"
 [ "$STEPS" != 0 ] && set -- "$@" --steps "$STEPS"
 [ "$BUDGET" != 0 ] && set -- "$@" --seconds "$BUDGET"
 [ "$EVAL_EVERY" != 0 ] && set -- "$@" --eval-every "$EVAL_EVERY"
