@@ -223,15 +223,11 @@ fi
 if ! "$QKV" config show lstm_seq2seq >/dev/null 2>&1; then
   echo "SKIP: no lstm_seq2seq model registered: seq2seq test skipped"; skip=$((skip + 1))
 else
-  for part in train:400 dev:40; do
-    awk -v n="${part#*:}" -v seed="${#part}" 'BEGIN { srand(seed);
-      split("alpha beta gamma delta eps zeta eta theta iota kappa", w, " ");
-      for (i = 0; i < n; i++) { k = 2 + int(rand() * 4); s = w[1 + int(rand() * 10)];
-        for (j = 1; j < k; j++) s = s " " w[1 + int(rand() * 10)]; print s "\t" s } }' >"$T/copy_${part%%:*}.tsv"
-  done
+  . "${QKV_SOURCE_DIR:?QKV_SOURCE_DIR not set}/tests/harness/copy_task.sh"
+  mkdir -p "$T/copy" && copy_task "$T/copy"
   cat >"$T/copy.json" <<EOF
 {"model": {"type": "lstm_seq2seq", "embed": 32, "hidden": 64},
- "data": {"train": "$T/copy_train.tsv", "dev": "$T/copy_dev.tsv", "max_len": 8},
+ "data": {"train": "$T/copy/train.tsv", "dev": "$T/copy/dev.tsv", "max_len": 8},
  "train": {"steps": 500, "batch_size": 32, "optimizer": {"lr": 0.01}, "log_every": 50, "checkpoint_every": 0},
  "eval": {"every": 250, "bleu": true, "metric": "bleu"}, "seed": 1}
 EOF
