@@ -217,6 +217,39 @@ TEST(intermediate_gradients_are_readable) {
     qkv_ctx_free(c);
 }
 
+TEST(backward_recycles_intermediate_gradients) {
+    /* A chain of 64 tanh layers of 256 KB each. Backward frees each layer's output gradient once that layer has run,
+     * so the step needs its activations plus a few gradient buffers, not twice the activations (the arena keeps the
+     * largest step's size after a reset). The gradient stays exact: d x = prod (1 - h_i^2) elementwise. */
+    enum { DEPTH = 64, N = 256 * 256 };
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = gc_rand(47, -1, 1, QKV_DIMS(256, 256));
+    qkv_tensor_set_requires_grad(x, true);
+    qkv_tensor *h[DEPTH];
+    for (int step = 0; step < 2; step++) {
+        qkv_ctx_reset(c);
+        qkv_tensor_zero_grad(x);
+        qkv_tensor *prev = x;
+        for (int i = 0; i < DEPTH; i++) prev = h[i] = qkv_tanh(c, prev);
+        CHECK_OK(qkv_backward(c, qkv_sum_all(c, prev)));
+    }
+    size_t acts = (size_t)DEPTH * N * sizeof(float);
+    CHECKF(qkv_ctx_arena_bytes(c) < acts + acts / 2, "arena holds %zu bytes for %zu of activations",
+           qkv_ctx_arena_bytes(c), acts);
+    CHECK(h[DEPTH / 2]->grad == NULL); /* not retained: its buffer went to a later gradient */
+    double worst = 0;
+    for (int64_t k = 0; x->grad && k < N; k++) {
+        double d = 1;
+        for (int i = 0; i < DEPTH; i++) d *= 1.0 - (double)qkv_f32(h[i])[k] * qkv_f32(h[i])[k];
+        double e = fabs(qkv_f32(x->grad)[k] - d) / (fabs(d) + 1e-6);
+        if (e > worst) worst = e;
+    }
+    CHECK(x->grad != NULL);
+    CHECKF(worst < 1e-3, "relative error %g", worst);
+    qkv_tensor_free(x);
+    qkv_ctx_free(c);
+}
+
 TEST(backward_with_never_writes_its_argument) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_tensor *w = gc_rand(45, -1, 1, QKV_DIMS(2, 2)), *g = gc_rand(46, -1, 1, QKV_DIMS(2, 2));
@@ -322,6 +355,7 @@ int main(void) {
     RUN(no_grad_records_nothing);
     RUN(steady_state_allocates_nothing);
     RUN(gradients_accumulate);
+    RUN(backward_recycles_intermediate_gradients);
     RUN(backward_with_never_writes_its_argument);
     RUN(intermediate_gradients_are_readable);
     RUN(pytorch_fixtures);

@@ -7,10 +7,18 @@
 #include "core/internal.h"
 #include "qkv/threads.h"
 
+/* A gradient buffer whose tensor's backward has run: free for the next gradient of the same byte size. */
+typedef struct {
+    void *data;
+    size_t bytes;
+} spare_buf;
+
 struct qkv_ctx {
     qkv_arena arena;
     qkv_node **tape;
     size_t tape_len, tape_cap;
+    spare_buf *spare;
+    size_t n_spare, spare_cap;
     bool grad_enabled, training;
     qkv_rng rng;
 };
@@ -32,12 +40,14 @@ void qkv_ctx_free(qkv_ctx *ctx) {
     if (!ctx) return;
     qkv_arena_free(&ctx->arena);
     free(ctx->tape);
+    free(ctx->spare);
     free(ctx);
 }
 
 void qkv_ctx_reset(qkv_ctx *ctx) {
     qkv_arena_reset(&ctx->arena);
     ctx->tape_len = 0;
+    ctx->n_spare = 0;
 }
 
 bool qkv_ctx_set_grad(qkv_ctx *ctx, bool enabled) {
@@ -137,10 +147,32 @@ qkv_node *qkv_record(qkv_ctx *ctx, qkv_tensor *out, const char *op, qkv_backward
     n->out = out;
     n->in = ins;
     n->n_in = n_in;
+    if (out->node) out->flags |= QKV__FLAG_SHARED_OUT;
     out->node = n;
     out->flags |= QKV_FLAG_REQUIRES_GRAD;
     ctx->tape[ctx->tape_len++] = n;
     return n;
+}
+
+static size_t grad_bytes(const qkv_tensor *t) {
+    size_t n = (size_t)qkv_numel(t) * sizeof(float);
+    return n ? n : sizeof(float);
+}
+
+/* An intermediate's gradient in the context: a spare buffer of the same size if backward has freed one (the most
+ * recent first: its pages are warm), else fresh arena memory. Data uninitialised. */
+static qkv_tensor *grad_tensor(qkv_ctx *ctx, const qkv_tensor *t) {
+    size_t bytes = grad_bytes(t);
+    for (size_t i = ctx->n_spare; i-- > 0;) {
+        if (ctx->spare[i].bytes != bytes) continue;
+        qkv_tensor *g = qkv_arena_alloc(&ctx->arena, sizeof *g);
+        if (!g) return NULL;
+        qkv__header(g, QKV_F32, t->ndim, t->shape);
+        g->data = ctx->spare[i].data;
+        ctx->spare[i] = ctx->spare[--ctx->n_spare];
+        return g;
+    }
+    return qkv_ctx_tensor(ctx, QKV_F32, t->ndim, t->shape);
 }
 
 qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t) {
@@ -149,7 +181,8 @@ qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t) {
         if (t->flags & QKV_FLAG_HEAP) {
             t->grad = qkv_tensor_new(QKV_F32, t->ndim, t->shape);
         } else {
-            t->grad = qkv_ctx_zeros(ctx, QKV_F32, t->ndim, t->shape);
+            t->grad = grad_tensor(ctx, t);
+            if (t->grad) memset(t->grad->data, 0, grad_bytes(t));
         }
     }
     return t->grad;
@@ -162,7 +195,7 @@ qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh) {
     if (t->flags & QKV_FLAG_HEAP) return qkv_grad_for(ctx, t); /* persistent: zeroed once, then accumulated */
     /* First writer of an intermediate's gradient: hand out uninitialised memory the op overwrites (beta = 0),
      * saving a memset and a read of the whole buffer. */
-    t->grad = qkv_ctx_tensor(ctx, QKV_F32, t->ndim, t->shape);
+    t->grad = grad_tensor(ctx, t);
     *fresh = t->grad != NULL;
     return t->grad;
 }
@@ -180,6 +213,26 @@ static void clear_intermediate_grads(qkv_ctx *ctx) {
     }
 }
 
+/* After a node's backward its output's gradient is dead: every consumer of the output came later on the tape and
+ * has already run. The buffer goes to the spare list (PyTorch frees it likewise), so a step's gradients take the
+ * memory of a few layers' activations instead of all of them. Kept: leaves, retained tensors, borrowed gradients,
+ * and outputs of several nodes (an earlier node still reads the gradient). */
+static bool spare_push(qkv_ctx *ctx, qkv_tensor *t) {
+    if (!t->grad || (t->flags & (QKV_FLAG_RETAIN_GRAD | QKV_FLAG_HEAP | QKV__FLAG_BORROWED_GRAD |
+                                 QKV__FLAG_SHARED_OUT)))
+        return false;
+    if (ctx->n_spare == ctx->spare_cap) {
+        size_t cap = ctx->spare_cap ? ctx->spare_cap * 2 : 64;
+        spare_buf *s = realloc(ctx->spare, cap * sizeof *s);
+        if (!s) return false; /* the buffer just stays in use: correct, only less frugal */
+        ctx->spare = s;
+        ctx->spare_cap = cap;
+    }
+    ctx->spare[ctx->n_spare++] = (spare_buf){t->grad->data, grad_bytes(t)};
+    t->grad = NULL;
+    return true;
+}
+
 static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
     /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
      * lead to `out` and have a gradient run. */
@@ -190,6 +243,7 @@ static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
         if (!n->out->grad) continue;
         st = n->backward(ctx, n);
         if (st != QKV_OK) break;
+        spare_push(ctx, n->out);
     }
     qkv_ctx_set_grad(ctx, prev);
     (void)out;

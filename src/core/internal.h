@@ -11,6 +11,8 @@
 
 /* Internal tensor flag: .grad points at a caller's tensor (qkv_backward_with), to be copied before any write. */
 #define QKV__FLAG_BORROWED_GRAD (1u << 8)
+/* Internal tensor flag: the tensor is the output of more than one tape node (its gradient outlives one backward). */
+#define QKV__FLAG_SHARED_OUT (1u << 9)
 
 /* Largest tensor we accept: 2^40 elements; anything bigger is a corrupted size, not a model. */
 #define QKV_MAX_NUMEL ((int64_t)1 << 40)
