@@ -15,8 +15,11 @@
  *     }
  *     qkv_ctx_free(ctx);
  *
- * Gradients accumulate into .grad (heap tensors: persistent until zeroed; context tensors: until reset), as in
- * PyTorch. A context is used by one thread at a time; ops parallelise inside.
+ * Gradients accumulate into .grad (heap tensors: persistent until zeroed; context leaves: until reset), as in
+ * PyTorch. An intermediate's gradient (the output of an op) is freed as soon as backward has passed it on, and
+ * its memory serves the next gradient of the same size, so a step's gradients cost a few layers' worth of memory,
+ * not a second copy of the activations; call qkv_tensor_retain_grad() on an intermediate to keep its .grad. A
+ * context is used by one thread at a time; ops parallelise inside.
  */
 #ifndef QKV_AUTOGRAD_H
 #define QKV_AUTOGRAD_H
@@ -69,8 +72,9 @@ qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *gr
 
 /* ---- Writing new differentiable ops -------------------------------------------------------------------------
  * An op computes its output, then calls qkv_record() with a backward function. The backward reads out->grad and
- * adds into qkv_grad_for(ctx, input) for each input (NULL means that input needs no gradient: skip it). Layers
- * use this to wrap fused kernels; see src/ops for many examples. */
+ * adds into qkv_grad_for(ctx, input) for each input (NULL means that input needs no gradient: skip it). out->grad
+ * is recycled once the backward returns: keep no pointer to it. Layers use this to wrap fused kernels; see src/ops
+ * for many examples. */
 typedef qkv_status (*qkv_backward_fn)(qkv_ctx *ctx, qkv_node *node);
 
 struct qkv_node {
