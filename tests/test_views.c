@@ -198,16 +198,19 @@ TEST(transformer_seq2seq_maps) {
     s2s_close(&c);
 }
 
-TEST(transformer_seq2seq_many_layers_keeps_cross_maps) {
-    s2s_case c; /* 12 + 12 + 12 maps do not fit in 32 slots: the alignments still do */
+TEST(transformer_seq2seq_many_layers_keeps_all_maps) {
+    s2s_case c; /* 12 + 12 + 12 maps: more than the 32 slots of old, all kept in order */
     if (!s2s_open(&c, "transformer_seq2seq", "{\"d_model\": 4, \"n_heads\": 1, \"d_ff\": 4, \"n_enc_layers\": 12, "
                                              "\"n_dec_layers\": 12, \"dropout\": 0.0}"))
         return;
     qkv_attention_maps maps;
     memset(&maps, 0, sizeof maps);
     CHECKF(c.t->forward(c.ctx, c.m, &c.b, &maps) != NULL, "forward: %s", qkv_last_error());
-    CHECKF(maps.n_layers == 12, "%d maps, want the 12 cross maps", maps.n_layers);
-    for (int k = 0; k < maps.n_layers; k++) CHECK(maps.kind[k] && !strcmp(maps.kind[k], "cross"));
+    CHECKF(maps.n_layers == 36, "%d maps, want 36", maps.n_layers);
+    for (int k = 0; k < maps.n_layers && k < 36; k++) {
+        const char *want = k < 12 ? "cross" : k < 24 ? "self" : "causal";
+        CHECKF(maps.kind[k] && !strcmp(maps.kind[k], want) && maps.weights[k], "map %d is not a %s map", k, want);
+    }
     s2s_close(&c);
 }
 
@@ -227,7 +230,7 @@ TEST(lstm_seq2seq_alignment) {
 int main(void) {
     RUN(gpt_maps_equal_plain_attention);
     RUN(transformer_seq2seq_maps);
-    RUN(transformer_seq2seq_many_layers_keeps_cross_maps);
+    RUN(transformer_seq2seq_many_layers_keeps_all_maps);
     RUN(lstm_seq2seq_alignment);
     return test_finish();
 }

@@ -47,11 +47,14 @@ typedef struct qkv_task_info {
 
 typedef struct qkv_model qkv_model; /* opaque: each model type's own struct */
 
+/* Slots of qkv_attention_maps: a 64-layer encoder-decoder's cross, encoder and decoder maps. */
+#define QKV_ATTENTION_MAPS_MAX 192
+
 /* Attention weights a model can return for the viewer: per layer, per head, [B, H, Tq, Tk] context tensors. */
 typedef struct qkv_attention_maps {
     int n_layers;
-    const char *kind[32];   /* "self", "causal", "cross" */
-    qkv_tensor *weights[32];
+    const char *kind[QKV_ATTENTION_MAPS_MAX];   /* "self", "causal", "cross" */
+    qkv_tensor *weights[QKV_ATTENTION_MAPS_MAX];
 } qkv_attention_maps;
 
 /* A token embedding matrix of a model type: where pretrained word vectors go (the run's "embeddings" option,

@@ -81,8 +81,8 @@ qkv_tensor *qkv_tf_s2s_forward(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *sr
                                qkv_tensor *tgt, qkv_tensor **cross);
 /* The same, also returning (each array NULL or n_enc_layers / n_dec_layers slots) the encoder's self-attention
  * [B, H, S, S] and the decoder's causal self-attention [B, H, T, T] per layer, for the viewer. Through the model type
- * (model.h), forward's qkv_attention_maps holds the n_dec_layers cross maps first (kind "cross"), then, when all fit
- * in its 32 slots, the encoder's (kind "self") and the decoder's self-attention maps (kind "causal"). */
+ * (model.h), forward's qkv_attention_maps holds the n_dec_layers cross maps first (kind "cross"), then the
+ * encoder's (kind "self") and the decoder's self-attention maps (kind "causal"). */
 qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
                                     qkv_tensor *tgt, qkv_tensor **enc_self, qkv_tensor **dec_self,
                                     qkv_tensor **cross);

@@ -142,13 +142,14 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
     }
     if (maps) {
         memset(maps, 0, sizeof *maps);
-        maps->n_layers = c->n_layers < 32 ? c->n_layers : 32;
+        _Static_assert(QKV_GPT_MAX_LAYERS <= QKV_ATTENTION_MAPS_MAX, "a GPT's maps fit the slots");
+        maps->n_layers = c->n_layers;
     }
     qkv_tensor *x = qkv_add(ctx, qkv_embedding(ctx, m->wte, ids), qkv_slice(ctx, m->wpe, 0, 0, T, 1));
     x = qkv_dropout(ctx, x, c->dropout);
     for (int l = 0; l < c->n_layers; l++) {
         const qkv_gpt_block *b = &m->h[l];
-        qkv_tensor **w = maps && l < 32 ? &maps->weights[l] : NULL;
+        qkv_tensor **w = maps ? &maps->weights[l] : NULL;
         if (w) maps->kind[l] = "causal";
         qkv_tensor *a = attention(ctx, m, b, qkv_layer_norm(ctx, x, b->ln1_w, b->ln1_b, c->ln_eps), w);
         x = qkv_add(ctx, x, qkv_dropout(ctx, a, c->dropout));

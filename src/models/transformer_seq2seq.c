@@ -343,28 +343,24 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
     qkv_tensor *pad = s2s_pad_from_mask(ctx, b->src_mask);
     if (b->src_mask && !pad) return NULL;
     int nl = tm->m.tf.decoder.num_layers;
-    if (maps && nl > 32) {
-        qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq: %d decoder layers exceed the 32 attention-map slots", nl);
-        return NULL;
-    }
     /* Cross-attention maps come first (slot l = decoder layer l), so readers that only want the alignments need not
-     * know about the others; the encoder's and the decoder's self-attention follow when all of them fit. */
+     * know about the others; the encoder's and the decoder's self-attention follow. */
     int ne = tm->m.tf.encoder.num_layers;
-    bool all = maps && nl + ne + nl <= 32;
+    _Static_assert(3 * QKV_NN_MAX_LAYERS <= QKV_ATTENTION_MAPS_MAX, "an encoder-decoder's maps fit the slots");
     qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0}, *enc[QKV_NN_MAX_LAYERS] = {0}, *dec[QKV_NN_MAX_LAYERS] = {0};
-    qkv_tensor *logits = qkv_tf_s2s_forward_maps(ctx, &tm->m, b->src_ids, pad, b->ids, all ? enc : NULL,
-                                                 all ? dec : NULL, maps ? cross : NULL);
+    qkv_tensor *logits = qkv_tf_s2s_forward_maps(ctx, &tm->m, b->src_ids, pad, b->ids, maps ? enc : NULL,
+                                                 maps ? dec : NULL, maps ? cross : NULL);
     if (maps && logits) {
         memset(maps, 0, sizeof *maps);
         for (int l = 0; l < nl; l++) {
             maps->kind[maps->n_layers] = "cross";
             maps->weights[maps->n_layers++] = cross[l];
         }
-        for (int l = 0; all && l < ne; l++) {
+        for (int l = 0; l < ne; l++) {
             maps->kind[maps->n_layers] = "self";
             maps->weights[maps->n_layers++] = enc[l];
         }
-        for (int l = 0; all && l < nl; l++) {
+        for (int l = 0; l < nl; l++) {
             maps->kind[maps->n_layers] = "causal";
             maps->weights[maps->n_layers++] = dec[l];
         }

@@ -22,7 +22,7 @@ typedef struct view_map {
 
 typedef struct view_maps {
     int n;
-    view_map m[32];
+    view_map m[QKV_ATTENTION_MAPS_MAX];
 } view_maps;
 
 static void view_maps_free(view_maps *v) {
@@ -65,7 +65,7 @@ static qkv_status forward_maps(qkv_run *r, const int32_t *src, int64_t S, const 
         st = qkv_last_status();
     else if (!qkv_run_model_type(r)->forward(ctx, qkv_run_model(r), &b, &maps))
         st = qkv_last_status();
-    for (int k = 0; st == QKV_OK && k < maps.n_layers && k < 32; k++) {
+    for (int k = 0; st == QKV_OK && k < maps.n_layers && k < QKV_ATTENTION_MAPS_MAX; k++) {
         qkv_tensor *w = maps.weights[k];
         bool ok = w && w->dtype == QKV_F32 && (w->ndim == 3 || w->ndim == 4) && w->shape[0] == 1;
         if (!ok) {
@@ -509,8 +509,8 @@ int run_view_write_attend(qkv_run *r, const char *run_dir, const char *text, con
         int row = e.n_maps ? attend_row(e.tokens, e.n_tokens, word, 0) : 0;
         if (!e.n_maps) st = qkv_error_set(QKV_ERR_UNSUPPORTED, "%s has no attention to show", t->name);
         else if (row < 0) st = qkv_last_status();
-        qkv_viz_map maps[32];
-        for (int m = 0; st == QKV_OK && m < e.n_maps && m < 32; m++)
+        qkv_viz_map maps[QKV_ATTENTION_MAPS_MAX];
+        for (int m = 0; st == QKV_OK && m < e.n_maps && m < QKV_ATTENTION_MAPS_MAX; m++)
             maps[m] = (qkv_viz_map){.name = e.map_names[m], .kind = e.map_kinds[m], .n_heads = e.n_heads,
                                     .n_rows = e.n_tokens, .n_cols = e.n_tokens, .weights = e.weights[m],
                                     .row_labels = (const char *const *)e.tokens, .highlight = true};
@@ -519,7 +519,8 @@ int run_view_write_attend(qkv_run *r, const char *run_dir, const char *text, con
                      e.label ? e.label : "?", e.probability);
             qkv_viz_example ex = {.title = text, .n_tokens = e.n_tokens, .tokens = (const char *const *)e.tokens,
                                   .highlight_row = row, .prediction = e.label, .probability = e.probability,
-                                  .n_maps = e.n_maps < 32 ? e.n_maps : 32, .maps = maps};
+                                  .n_maps = e.n_maps < QKV_ATTENTION_MAPS_MAX ? e.n_maps : QKV_ATTENTION_MAPS_MAX,
+                                  .maps = maps};
             st = write_page(r, run_dir, what, &ex, 1, out_html);
         }
         qkv_run_explanation_free(&e);
