@@ -28,6 +28,9 @@ check "qkv plot writes an SVG of the dev accuracy against minutes" '[ $rc = 0 ] 
 printf '{"kind":"eval","step":1,"train_seconds":6,"accuracy":0.5}\n{"kind":"eval","step":2,"train_seconds":12,"accuracy":0.6}\n' > "$d/torch.jsonl"
 "$QKV" plot -o "$d/two.svg" --x seconds --y accuracy "$d/run" torch="$d/torch.jsonl"; rc=$?
 check "two sources in one plot" '[ $rc = 0 ] && grep -q ">torch<" "$d/two.svg"'
+long="a title far longer than one panel of the plot is wide, which used to run off its right edge unseen"
+"$QKV" plot -o "$d/long.svg" --title "$long" --x seconds --y accuracy "$d/run"; rc=$?
+check "a long title is squeezed into the panel" '[ $rc = 0 ] && grep -q "textLength=\"632.0\"" "$d/long.svg" && ! grep -q "textLength" "$d/two.svg"'
 "$QKV" plot -o "$d/bad.svg" --y bleu "$d/run" 2>"$d/err"; rc=$?
 check "a field no record holds is bad input (exit 2) naming it" '[ $rc = 2 ] && grep -q bleu "$d/err" && [ ! -e "$d/bad.svg" ]'
 echo "not json" > "$d/broken.jsonl"

@@ -70,7 +70,14 @@ static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double 
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", ox + L - 4, PY(v) + 4,
                 p->log_y ? pow(10, shown) : shown);
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">", ox + L + pw / 2);
+    /* A title wider than the panel (about 7 px per character at 13 px) is squeezed to fit rather than cut off. */
+    size_t chars = 0;
+    for (const char *c = p->title ? p->title : ""; *c; c++) chars += ((unsigned char)*c & 0xC0) != 0x80;
+    bool squeeze = (double)chars * 7.2 > W - 8;
+    fprintf(f, "<text x=\"%.1f\" y=\"18\" text-anchor=\"middle\" font-size=\"13\"",
+            squeeze ? ox + W / 2 : ox + L + pw / 2);
+    if (squeeze) fprintf(f, " textLength=\"%.1f\" lengthAdjust=\"spacingAndGlyphs\"", W - 8);
+    fputc('>', f);
     xml_text(f, p->title);
     fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", ox + L + pw / 2, H - 8);
     xml_text(f, p->xlabel);
