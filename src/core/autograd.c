@@ -217,20 +217,19 @@ static void clear_intermediate_grads(qkv_ctx *ctx) {
  * has already run. The buffer goes to the spare list (PyTorch frees it likewise), so a step's gradients take the
  * memory of a few layers' activations instead of all of them. Kept: leaves, retained tensors, borrowed gradients,
  * and outputs of several nodes (an earlier node still reads the gradient). */
-static bool spare_push(qkv_ctx *ctx, qkv_tensor *t) {
+static void spare_push(qkv_ctx *ctx, qkv_tensor *t) {
     if (!t->grad || (t->flags & (QKV_FLAG_RETAIN_GRAD | QKV_FLAG_HEAP | QKV__FLAG_BORROWED_GRAD |
                                  QKV__FLAG_SHARED_OUT)))
-        return false;
+        return;
     if (ctx->n_spare == ctx->spare_cap) {
         size_t cap = ctx->spare_cap ? ctx->spare_cap * 2 : 64;
         spare_buf *s = realloc(ctx->spare, cap * sizeof *s);
-        if (!s) return false; /* the buffer just stays in use: correct, only less frugal */
+        if (!s) return; /* the buffer just stays in use: correct, only less frugal */
         ctx->spare = s;
         ctx->spare_cap = cap;
     }
     ctx->spare[ctx->n_spare++] = (spare_buf){t->grad->data, grad_bytes(t)};
     t->grad = NULL;
-    return true;
 }
 
 static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
