@@ -4,6 +4,7 @@
 # With a bpe tokenizer, qkv's run trains the BPE first and translation.py encodes with that run's files.
 #   bench/quality/translation.sh [transformer|lstm] [STEPS]      (QKV=path/to/qkv, DATA=../shared/data/translation,
 #                                                                 LIMIT=N test sentences, 0 all; smoke: STEPS 20 LIMIT 5)
+# Same steps: qkv trains without length bucketing (data.bucket false), sampling batches as the reference does.
 # Equal wall-clock instead of equal steps: BUDGET=900 (seconds of training on each side; evaluations not counted).
 # EVAL_EVERY=N overrides eval.every on both sides. THREADS=N (default 2) threads per engine: same-steps runs do not
 # depend on time, so two of them may share the machine at THREADS=1 (equal wall-clock runs: one at a time). Each side's dev curve (loss and greedy BLEU of 200 dev sentences
@@ -44,6 +45,10 @@ if budget:
 if steps:
     run["train"]["steps"] = steps
     run["eval"]["every"] = min(run["eval"]["every"], steps)
+    # Same steps: the reference's batches are random draws of whole sentences, so qkv's length bucketing (less
+    # padding: faster, but batches of alike lengths learn a little less per step) is off. Equal wall-clock runs
+    # keep qkv's default.
+    run["data"]["bucket"] = False
 print(json.dumps(run, indent=1))
 d = c["decode"]
 with open(os.path.join(out, "decode_flags"), "w") as f:
