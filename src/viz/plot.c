@@ -32,6 +32,13 @@ static bool usable(const qkv_plot_panel *p, double x, double y) {
     return isfinite(x) && isfinite(y) && (!p->log_y || y > 0);
 }
 
+/* Characters (not bytes) of a UTF-8 string: text widths are estimated per character. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; s && *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double H) {
     const double L = 64, R = 16, T = 30, B = 44; /* margins: room for tick labels and titles */
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
@@ -71,9 +78,7 @@ static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double 
                 p->log_y ? pow(10, shown) : shown);
     }
     /* A title wider than the panel (about 7 px per character at 13 px) is squeezed to fit rather than cut off. */
-    size_t chars = 0;
-    for (const char *c = p->title ? p->title : ""; *c; c++) chars += ((unsigned char)*c & 0xC0) != 0x80;
-    bool squeeze = (double)chars * 7.2 > W - 8;
+    bool squeeze = (double)utf8_chars(p->title) * 7.2 > W - 8;
     fprintf(f, "<text x=\"%.1f\" y=\"18\" text-anchor=\"middle\" font-size=\"13\"",
             squeeze ? ox + W / 2 : ox + L + pw / 2);
     if (squeeze) fprintf(f, " textLength=\"%.1f\" lengthAdjust=\"spacingAndGlyphs\"", W - 8);
@@ -85,6 +90,10 @@ static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double 
             T + ph / 2);
     xml_text(f, p->ylabel);
     fprintf(f, "</text>\n");
+    /* The legend sits inside the top right corner, as far left as its longest label needs (~6.2 px a character). */
+    double label_w = 0;
+    for (int s = 0; s < p->n_series; s++) label_w = fmax(label_w, (double)utf8_chars(p->series[s].label) * 6.2);
+    double lx = ox + L + pw - fmax(110, label_w + 30);
     for (int s = 0; s < p->n_series; s++) {
         const qkv_plot_series *se = &p->series[s];
         const char *color = se->color ? se->color : PALETTE[s % (int)(sizeof PALETTE / sizeof PALETTE[0])];
@@ -111,8 +120,8 @@ static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double 
                             PY(p->log_y ? log10(se->y[i]) : se->y[i]), color);
         double ly = T + 14 + 14 * s;
         fprintf(f, "\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>",
-                ox + L + pw - 110, ly - 4, ox + L + pw - 92, ly - 4, color);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", ox + L + pw - 88, ly);
+                lx, ly - 4, lx + 18, ly - 4, color);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", lx + 22, ly);
         xml_text(f, se->label);
         fprintf(f, "</text>\n");
     }
