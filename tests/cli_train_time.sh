@@ -31,6 +31,10 @@ check "two sources in one plot" '[ $rc = 0 ] && grep -q ">torch<" "$d/two.svg"'
 long="a title far longer than one panel of the plot is wide, which used to run off its right edge unseen"
 "$QKV" plot -o "$d/long.svg" --title "$long" --x seconds --y accuracy "$d/run"; rc=$?
 check "a long title is squeezed into the panel" '[ $rc = 0 ] && grep -q "textLength=\"632.0\"" "$d/long.svg" && ! grep -q "textLength" "$d/two.svg"'
+lab="a series label longer than the legend's usual room"
+"$QKV" plot -o "$d/lab.svg" --x seconds --y accuracy "$lab=$d/run"; rc=$?
+lx=$(grep -o "<text x=\"[0-9.]*\" y=\"[0-9.]*\">$lab" "$d/lab.svg" | sed -E 's/<text x="([0-9.]+)".*/\1/')
+check "a long legend label stays inside the panel" '[ $rc = 0 ] && [ -n "$lx" ] && awk -v x="$lx" -v n=${#lab} "BEGIN { exit !(x + n * 6.2 <= 624.5) }"'
 "$QKV" plot -o "$d/bad.svg" --y bleu "$d/run" 2>"$d/err"; rc=$?
 check "a field no record holds is bad input (exit 2) naming it" '[ $rc = 2 ] && grep -q bleu "$d/err" && [ ! -e "$d/bad.svg" ]'
 echo "not json" > "$d/broken.jsonl"
