@@ -69,7 +69,6 @@ class QkvOrder:
 
     def __init__(self, lengths, batch, data_seed):
         self.lengths, self.batch, self.seed = lengths, batch, data_seed
-        self.epoch, self.batches = -1, []
 
     def _below(self, n):
         if n <= 1:
@@ -320,6 +319,8 @@ def main():
         if a.only != "qkv":
             curve = open(base + "_torch.jsonl", "w") if base else None
             seed = cfg.get("seed", 1) if a.seed is None else a.seed
+            if a.twin and cfg["model"]["type"] != "gpt":
+                sys.exit(f"lm.py: --twin maps qkv's parameters onto the GPT module only, not {cfg['model']['type']}")
             twin = qkv_init(a.qkv, path, seed) if a.twin else None
             res["torch"] = torch_side(cfg, steps, a.threads, seed, a.seconds, curve, bool(a.seconds), twin)
             print(json.dumps(res["torch"]), flush=True)
