@@ -35,6 +35,8 @@ lab="a series label longer than the legend's usual room"
 "$QKV" plot -o "$d/lab.svg" --x seconds --y accuracy "$lab=$d/run"; rc=$?
 lx=$(grep -o "<text x=\"[0-9.]*\" y=\"[0-9.]*\">$lab" "$d/lab.svg" | sed -E 's/<text x="([0-9.]+)".*/\1/')
 check "a long legend label stays inside the panel" '[ $rc = 0 ] && [ -n "$lx" ] && awk -v x="$lx" -v n=${#lab} "BEGIN { exit !(x + n * 6.2 <= 624.5) }"'
+"$QKV" plot -o "$d/utf.svg" --title "$(printf 'bad \377 title')" --x seconds --y accuracy "$d/run" 2>"$d/err"; rc=$?
+check "a title that is not UTF-8 is bad input, no SVG written" '[ $rc = 2 ] && grep -q "not valid UTF-8" "$d/err" && [ ! -e "$d/utf.svg" ]'
 "$QKV" plot -o "$d/bad.svg" --y bleu "$d/run" 2>"$d/err"; rc=$?
 check "a field no record holds is bad input (exit 2) naming it" '[ $rc = 2 ] && grep -q bleu "$d/err" && [ ! -e "$d/bad.svg" ]'
 echo "not json" > "$d/broken.jsonl"

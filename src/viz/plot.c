@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "qkv/data.h"
 #include "qkv/plot.h"
 
 static const char *const PALETTE[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
@@ -130,6 +131,14 @@ static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double 
 #undef PY
 }
 
+/* A text that would make the SVG unreadable (invalid UTF-8 is not XML) is refused, naming where it sits. */
+static bool text_ok(const char *s, const char *what, int panel) {
+    size_t bad = 0;
+    if (!s || qkv_utf8_valid(s, strlen(s), &bad)) return true;
+    qkv_error_set(QKV_ERR_INVALID, "panel %d: the %s is not valid UTF-8 (byte %zu)", panel, what, bad);
+    return false;
+}
+
 char *qkv_plot_svg(const qkv_plot_panel *panels, int n_panels, int width, int height) {
     if (n_panels < 1 || !panels || width < 0 || height < 0) {
         qkv_error_set(QKV_ERR_INVALID, "plot: need at least one panel and non-negative sizes");
@@ -140,6 +149,13 @@ char *qkv_plot_svg(const qkv_plot_panel *panels, int n_panels, int width, int he
             qkv_error_set(QKV_ERR_INVALID, "plot: panel %d has no series array", i);
             return NULL;
         }
+    for (int i = 0; i < n_panels; i++) {
+        const qkv_plot_panel *p = &panels[i];
+        if (!text_ok(p->title, "title", i) || !text_ok(p->xlabel, "x label", i) || !text_ok(p->ylabel, "y label", i))
+            return NULL;
+        for (int s = 0; s < p->n_series; s++)
+            if (!text_ok(p->series[s].label, "series label", i)) return NULL;
+    }
     double W = width ? width : 480, H = height ? height : 320;
     char *buf = NULL;
     size_t len = 0;
