@@ -276,6 +276,106 @@ def beam(model, src_ids, max_len, k, alpha):
     return max(fin, key=lambda x: x[1])[0]
 
 
+# ---- batched decoding: the same searches over many sentences at once (padded sources, one forward per step for all
+# live rows), so that decoding the test set does not take longer than training. A sentence's result equals the
+# one-sentence functions above up to float rounding (tests/ref check: --check-batched) ----
+def encode_batch(model, srcs):
+    src = torch.full((len(srcs), max(len(s) for s in srcs)), PAD, dtype=torch.long)
+    for i, s in enumerate(srcs):
+        src[i, :len(s)] = torch.tensor(s)
+    pad = src == PAD
+    if isinstance(model, NMT):
+        return model.encode(src, pad), pad, None
+    henc, state = model.encode(src, pad)
+    return henc, pad, state
+
+
+def greedy_batch(model, srcs, max_len):
+    mem, pad, state = encode_batch(model, srcs)
+    n = len(srcs)
+    out = [[] for _ in range(n)]
+    rows = torch.arange(n)  # the sentences still decoding; finished ones leave the batch
+    prefix = torch.full((n, 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        lp, state = step_logprobs(model, mem, pad, prefix, state)
+        nxt = ban(lp).argmax(-1)
+        keep = []
+        for j, r in enumerate(rows.tolist()):
+            v = int(nxt[j])
+            if v != EOS:
+                out[r].append(v)
+                keep.append(j)
+        if not keep:
+            break
+        k = torch.tensor(keep)
+        rows, mem, pad = rows[k], mem[k], pad[k]
+        prefix = torch.cat([prefix, nxt[:, None]], 1)[k]
+        if state is not None:
+            state = tuple(x[:, k].contiguous() for x in state)
+    return out
+
+
+def beam_batch(model, srcs, max_len, k, alpha):
+    mem0, pad0, state0 = encode_batch(model, srcs)
+    lpen = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
+    B = len(srcs)
+    live = [[([], 0.0)] for _ in range(B)]
+    fin = [[] for _ in range(B)]
+    active = list(range(B))
+    # One row per live hypothesis of each active sentence, in that order; state (LSTM) follows the rows.
+    state = None if state0 is None else tuple(x.contiguous() for x in state0)
+    for t in range(max_len):
+        owner = [b for b in active for _ in live[b]]
+        idx = torch.tensor(owner)
+        prefix = torch.tensor([[BOS] + h for b in active for h, _ in live[b]])
+        lp, state = step_logprobs(model, mem0[idx], pad0[idx], prefix, state)
+        lp = ban(lp)
+        V = lp.shape[1]
+        still, parents, row0 = [], [], 0
+        for b in active:
+            n = len(live[b])
+            scores = (torch.tensor([s for _, s in live[b]])[:, None] + lp[row0:row0 + n]).view(-1)
+            top = scores.topk(min(2 * k, scores.numel()))
+            nxt = []
+            for s, i in zip(top.values.tolist(), top.indices.tolist()):
+                r, v = divmod(i, V)
+                if v == EOS:
+                    fin[b].append((live[b][r][0], s / lpen(t + 1)))
+                elif len(nxt) < k:
+                    nxt.append((live[b][r][0] + [v], s))
+                    parents.append(row0 + r)
+                if len(nxt) == k:
+                    break
+            row0 += n
+            live[b] = nxt
+            if not nxt or fin[b] and max(s for _, s in nxt) / lpen(max_len) <= max(s for _, s in fin[b]):
+                parents = parents[:len(parents) - len(nxt)]
+                live[b] = []
+            else:
+                still.append(b)
+        active = still
+        if not active:
+            break
+        if state is not None:
+            state = tuple(x[:, parents].contiguous() for x in state)
+    best = []
+    for b in range(B):
+        f = fin[b] + [(h, s / lpen(len(h))) for h, s in live[b]]
+        best.append(max(f, key=lambda x: x[1])[0])
+    return best
+
+
+def decode_all(fn, srcs, group=64):
+    """fn over srcs in groups of similar length (less padding), results in the input order."""
+    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
+    out = [None] * len(srcs)
+    for g in range(0, len(order), group):
+        part = order[g:g + group]
+        for i, h in zip(part, fn([srcs[i] for i in part])):
+            out[i] = h
+    return out
+
+
 # ---- BLEU ----
 def ngrams(toks, n):
     return collections.Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
@@ -368,6 +468,8 @@ def main():
     ap.add_argument("--curve-sentences", type=int, default=200,
                     help="dev sentences decoded greedily for the BLEU curve at each evaluation (qkv's "
                          "eval.bleu_max_examples)")
+    ap.add_argument("--check-batched", action="store_true",
+                    help="also decode one sentence at a time and fail unless the batched search gives the same output")
     ap.add_argument("--curve", default="", help="write the dev curve here (JSON lines in qkv's log format)")
     a = ap.parse_args()
     global PAD, BOS, EOS
@@ -437,7 +539,8 @@ def main():
             loss = dev_loss()
             rec = {"kind": "eval", "split": "dev", "step": step, "loss": loss}
             if n_bleu:
-                hyps = [detok(greedy(model, x, cfg["decode"]["max_len"])) for x, _ in dev_data[:n_bleu]]
+                hyps = [detok(h) for h in decode_all(lambda g: greedy_batch(model, g, cfg["decode"]["max_len"]),
+                                                     [x for x, _ in dev_data[:n_bleu]])]
                 refs = [detok(y) for _, y in dev_data[:n_bleu]]
                 rec["bleu"] = corpus_bleu(hyps, refs, a.qkv or None)
         model.train()
@@ -490,15 +593,22 @@ def main():
         for mode in ("greedy", "beam", "mbr"):
             n = len(srcs) if mode != "mbr" else min(len(srcs), a.mbr_limit)
             t1 = time.time()
-            hyps = []
-            for s in srcs[:n]:
-                if mode == "greedy":
-                    ids = greedy(model, s, dec["max_len"])
-                elif mode == "beam":
-                    ids = beam(model, s, dec["max_len"], dec["beam"], dec["alpha"])
-                else:
-                    ids = mbr(model, s, dec["max_len"], a.mbr_samples, sgen, words)
-                hyps.append(detok(ids))
+            if mode == "greedy":
+                ids = decode_all(lambda g: greedy_batch(model, g, dec["max_len"]), srcs[:n])
+            elif mode == "beam":
+                ids = decode_all(lambda g: beam_batch(model, g, dec["max_len"], dec["beam"], dec["alpha"]), srcs[:n],
+                                 group=16)
+            else:
+                ids = [mbr(model, s, dec["max_len"], a.mbr_samples, sgen, words) for s in srcs[:n]]
+            if a.check_batched:  # the one-sentence searches must give the same translations
+                one = [greedy(model, s, dec["max_len"]) if mode == "greedy" else
+                       beam(model, s, dec["max_len"], dec["beam"], dec["alpha"]) for s in srcs[:n]] \
+                    if mode != "mbr" else ids
+                same = sum(x == y for x, y in zip(ids, one))
+                print(json.dumps({"check_batched": mode, "same": same, "of": n}), file=sys.stderr, flush=True)
+                if same < n:
+                    sys.exit("translation.py: batched %s decoding differs from one sentence at a time" % mode)
+            hyps = [detok(x) for x in ids]
             row = dict(base, decode=mode if mode != "beam" else "beam%d" % dec["beam"], sentences=n,
                        bleu=round(corpus_bleu(hyps, refs[:n], a.qkv or None), 2),
                        decode_s=round(time.time() - t1, 1))
