@@ -186,10 +186,77 @@ def collate(items):
     return src, src == PAD, tin, tout
 
 
-# ---- decoding: the LSTM carries its state; the Transformer re-runs its prefix each step (nn.Transformer has no KV
-# cache: what a PyTorch user writes). Exact either way; speed is not what this script compares ----
+# ---- decoding: the LSTM carries its state; the Transformer keeps a KV cache (what a PyTorch user writes for
+# generation: nn.Transformer has none, and re-running the prefix every step makes decoding quadratic, slower than
+# training). The cached step is nn.TransformerDecoderLayer's math on one position; --check-batched compares it with
+# the uncached decoder (CACHE False) ----
+CACHE = True
+
+
+def _heads(x, h):  # (n, T, d) -> (n, h, T, d/h)
+    n, T, d = x.shape
+    return x.view(n, T, h, d // h).transpose(1, 2)
+
+
+def _attend(q, k, v, mha, key_pad=None):
+    """q (n, 1, d), k / v (n, T, d) already projected: softmax(q k^T / sqrt(dh)) v through mha's out_proj."""
+    h = mha.num_heads
+    qh, kh, vh = _heads(q, h), _heads(k, h), _heads(v, h)
+    a = qh @ kh.transpose(-1, -2) / math.sqrt(qh.shape[-1])
+    if key_pad is not None:
+        a = a.masked_fill(key_pad[:, None, None, :], float("-inf"))
+    o = (a.softmax(-1) @ vh).transpose(1, 2).reshape(q.shape)
+    return mha.out_proj(o)
+
+
+def nmt_step(model, mem, pad, tok, cache):
+    """One decoder position for rows tok (n,). cache: None, or a tuple of tensors with rows in dim 1 (as the LSTM
+    state, so callers select rows alike): per layer the self-attention keys and values so far (T, n, d), then per
+    layer the cross-attention keys and values of mem (S, n, d). Returns log-probabilities (n, V) and the cache."""
+    layers = model.tf.decoder.layers
+    nl, d = len(layers), mem.shape[-1]
+    if cache is None:
+        cross = []
+        for L in layers:
+            W, b = L.multihead_attn.in_proj_weight, L.multihead_attn.in_proj_bias
+            cross += [F.linear(mem, W[d:2 * d], b[d:2 * d]).transpose(0, 1), F.linear(mem, W[2 * d:], b[2 * d:]).transpose(0, 1)]
+        self_kv, t = [None] * (2 * nl), 0
+    else:
+        self_kv, cross, t = list(cache[:2 * nl]), list(cache[2 * nl:]), cache[0].shape[0]
+    x = model.tgt_emb(tok)[:, None] * model.scale + model.pe[t]
+
+    def sa(L, i, y):
+        W, b = L.self_attn.in_proj_weight, L.self_attn.in_proj_bias
+        q, k, v = F.linear(y, W[:d], b[:d]), F.linear(y, W[d:2 * d], b[d:2 * d]), F.linear(y, W[2 * d:], b[2 * d:])
+        k, v = k.transpose(0, 1), v.transpose(0, 1)
+        if self_kv[2 * i] is not None:
+            k, v = torch.cat([self_kv[2 * i], k]), torch.cat([self_kv[2 * i + 1], v])
+        self_kv[2 * i], self_kv[2 * i + 1] = k, v
+        return _attend(q, k.transpose(0, 1), v.transpose(0, 1), L.self_attn)
+
+    def ca(L, i, y):
+        W, b = L.multihead_attn.in_proj_weight, L.multihead_attn.in_proj_bias
+        return _attend(F.linear(y, W[:d], b[:d]), cross[2 * i].transpose(0, 1), cross[2 * i + 1].transpose(0, 1),
+                       L.multihead_attn, pad)
+
+    for i, L in enumerate(layers):
+        if L.norm_first:
+            x = x + sa(L, i, L.norm1(x))
+            x = x + ca(L, i, L.norm2(x))
+            x = x + L._ff_block(L.norm3(x))
+        else:
+            x = L.norm1(x + sa(L, i, x))
+            x = L.norm2(x + ca(L, i, x))
+            x = L.norm3(x + L._ff_block(x))
+    if model.tf.decoder.norm is not None:
+        x = model.tf.decoder.norm(x)
+    return F.log_softmax(model.gen(x[:, 0]), -1), tuple(self_kv + cross)
+
+
 def step_logprobs(model, mem, pad, prefix, state=None):
     if isinstance(model, NMT):
+        if CACHE:
+            return nmt_step(model, mem, pad, prefix[:, -1], state)
         return F.log_softmax(model.decode(mem, pad, prefix)[:, -1], -1), None
     logits, state = model.decode_steps(mem, pad, prefix[:, -1:], state)
     return F.log_softmax(logits[:, -1], -1), state
@@ -472,7 +539,7 @@ def main():
                     help="also decode one sentence at a time and fail unless the batched search gives the same output")
     ap.add_argument("--curve", default="", help="write the dev curve here (JSON lines in qkv's log format)")
     a = ap.parse_args()
-    global PAD, BOS, EOS
+    global PAD, BOS, EOS, CACHE
     torch.set_num_threads(a.threads)
     cfg = json.load(open(a.config))
     m = cfg["models"][a.model]
@@ -600,10 +667,12 @@ def main():
                                  group=16)
             else:
                 ids = [mbr(model, s, dec["max_len"], a.mbr_samples, sgen, words) for s in srcs[:n]]
-            if a.check_batched:  # the one-sentence searches must give the same translations
+            if a.check_batched:  # one sentence at a time, without the KV cache: the same translations
+                CACHE = False
                 one = [greedy(model, s, dec["max_len"]) if mode == "greedy" else
                        beam(model, s, dec["max_len"], dec["beam"], dec["alpha"]) for s in srcs[:n]] \
                     if mode != "mbr" else ids
+                CACHE = True
                 same = sum(x == y for x, y in zip(ids, one))
                 print(json.dumps({"check_batched": mode, "same": same, "of": n}), file=sys.stderr, flush=True)
                 if same < n:
