@@ -191,6 +191,9 @@ TEST(memory_reader_and_utf8) {
     CHECK(qkv_utf8_valid("\xf0\x9f\x98\x80", 4, &off));
     CHECK(!qkv_utf8_valid("\xf4\x90\x80\x80", 4, &off) && off == 0); /* above U+10FFFF */
     CHECK(!qkv_utf8_valid("ab\xf5", 3, &off) && off == 2);
+    /* "año 😀": 5 characters in 9 bytes; a prefix counts the characters it starts */
+    CHECK(qkv_utf8_count("a\xc3\xb1o \xf0\x9f\x98\x80", 9) == 5);
+    CHECK(qkv_utf8_count("a\xc3\xb1o \xf0\x9f\x98\x80", 2) == 2 && qkv_utf8_count("", 0) == 0);
 }
 
 static qkv_status count_cb(const qkv_data_record *rec, void *user) {

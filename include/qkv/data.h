@@ -92,6 +92,10 @@ void qkv_dataset_free(qkv_dataset *d);
  * with *bad_offset set to the 0-based offset of the first bad byte. */
 bool qkv_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 
+/* Characters (code points) of s[0..len), which should be valid UTF-8: every byte that is not a continuation byte
+ * (10xxxxxx) starts one. */
+size_t qkv_utf8_count(const char *s, size_t len);
+
 /* Seeded train/dev/test assignment of n examples: out[i] = 0 (train), 1 (dev) or 2 (test). Each split gets
  * round(fraction * count) examples; with labels (non-NULL), the split is stratified: every label's examples are
  * divided in the same proportions, so class balance is kept. Deterministic for a seed. */

@@ -31,3 +31,9 @@ bad:
     if (bad_offset) *bad_offset = i;
     return false;
 }
+
+size_t qkv_utf8_count(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return n;
+}

@@ -61,12 +61,6 @@ void split_free(split *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int64_t utf8_chars(const char *s, size_t len) {
-    int64_t n = 0;
-    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return n;
-}
-
 static char *join(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -471,7 +465,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
             if (nl < 0) nl = t->unk;
             st = pool_add(s, &nl, 1);
         }
-        s->n_chars += utf8_chars(row->fields[0], row->lens[0]) + 1;
+        s->n_chars += (int64_t)qkv_utf8_count(row->fields[0], row->lens[0]) + 1;
         free(ids);
         return st;
     }
@@ -497,7 +491,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     e->n += t->cls >= 0;
     free(ids);
     ids = NULL;
-    s->n_chars += utf8_chars(row->fields[text], row->lens[text]);
+    s->n_chars += (int64_t)qkv_utf8_count(row->fields[text], row->lens[text]);
     if (st != QKV_OK || t->kind != TASK_SEQ2SEQ) return st;
     st = encode(t, true, row->fields[1], row->lens[1], &ids, &n);
     if (st == QKV_OK) {

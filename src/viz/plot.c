@@ -34,11 +34,7 @@ static bool usable(const qkv_plot_panel *p, double x, double y) {
 }
 
 /* Characters (not bytes) of a UTF-8 string: text widths are estimated per character. */
-static size_t utf8_chars(const char *s) {
-    size_t n = 0;
-    for (; s && *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
+static size_t utf8_chars(const char *s) { return s ? qkv_utf8_count(s, strlen(s)) : 0; }
 
 static void panel(FILE *f, const qkv_plot_panel *p, double ox, double W, double H) {
     const double L = 64, R = 16, T = 30, B = 44; /* margins: room for tick labels and titles */
