@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Runs qkv and PyTorch benchmarks back to back and prints a ratio table (median step time, peak RSS).
-# Usage: bash bench/side_by_side.sh [attn] [rnn] [gemm] [tok]   (default: all)   from the repository root.
+# Usage: bash bench/side_by_side.sh [models] [attn] [rnn] [gemm] [tok]   (default: all)   from the repository root.
+# models: every training / inference / generation mode of configs.json's cls, lm, nmt and lstm (the table in
+# docs/benchmarks.md), 15 s of timed steps per side.
 set -u
 Q=${QKV:-./build/qkv}
 SHARED=${SHARED:-../shared}
 REF=$SHARED/bench/torch_ref.py
 PY=/usr/bin/python3
 out=$(mktemp)
-want=${*:-attn rnn gemm tok}
+want=${*:-models attn rnn gemm tok}
 for what in $want; do
   case $what in
+    models)
+      for cm in cls:train cls:infer lm:train lm:gen nmt:train lstm:train; do
+        c=${cm%%:*} m=${cm#*:}
+        $PY "$REF" $c --mode $m --max-seconds 15 2>/dev/null; $Q bench $c --mode $m --max-seconds 15
+      done ;;
     attn)
       for T in 1024 2048 4096; do
         $PY "$REF" attn --seq-len $T --max-seconds 15 2>/dev/null; $Q bench attn --seq-len $T --max-seconds 15
