@@ -219,7 +219,8 @@ def nmt_step(model, mem, pad, tok, cache):
         cross = []
         for L in layers:
             W, b = L.multihead_attn.in_proj_weight, L.multihead_attn.in_proj_bias
-            cross += [F.linear(mem, W[d:2 * d], b[d:2 * d]).transpose(0, 1), F.linear(mem, W[2 * d:], b[2 * d:]).transpose(0, 1)]
+            cross += [F.linear(mem, W[d:2 * d], b[d:2 * d]).transpose(0, 1),
+                      F.linear(mem, W[2 * d:], b[2 * d:]).transpose(0, 1)]
         self_kv, t = [None] * (2 * nl), 0
     else:
         self_kv, cross, t = list(cache[:2 * nl]), list(cache[2 * nl:]), cache[0].shape[0]
@@ -251,6 +252,19 @@ def nmt_step(model, mem, pad, tok, cache):
     if model.tf.decoder.norm is not None:
         x = model.tf.decoder.norm(x)
     return F.log_softmax(model.gen(x[:, 0]), -1), tuple(self_kv + cross)
+
+
+def cache_error(model, src_ids, tgt):
+    """Largest |difference| between nmt_step's log-probabilities and the full decoder's along the target tgt: the
+    cache checked directly (an undertrained model's translations barely depend on it)."""
+    mem, pad, _ = encode_one(model, src_ids)
+    prefix = torch.tensor([[BOS] + tgt])
+    full = F.log_softmax(model.decode(mem, pad, prefix), -1)[0]
+    state, err = None, 0.0
+    for t in range(prefix.shape[1]):
+        lp, state = nmt_step(model, mem, pad, prefix[:, t], state)
+        err = max(err, (lp[0] - full[t]).abs().max().item())
+    return err
 
 
 def step_logprobs(model, mem, pad, prefix, state=None):
@@ -345,7 +359,7 @@ def beam(model, src_ids, max_len, k, alpha):
 
 # ---- batched decoding: the same searches over many sentences at once (padded sources, one forward per step for all
 # live rows), so that decoding the test set does not take longer than training. A sentence's result equals the
-# one-sentence functions above up to float rounding (tests/ref check: --check-batched) ----
+# one-sentence functions above up to float rounding (translation.py --check-batched compares them) ----
 def encode_batch(model, srcs):
     src = torch.full((len(srcs), max(len(s) for s in srcs)), PAD, dtype=torch.long)
     for i, s in enumerate(srcs):
@@ -383,17 +397,15 @@ def greedy_batch(model, srcs, max_len):
 
 
 def beam_batch(model, srcs, max_len, k, alpha):
-    mem0, pad0, state0 = encode_batch(model, srcs)
+    mem0, pad0, state = encode_batch(model, srcs)
     lpen = lambda n: ((5 + n) / 6) ** alpha  # noqa: E731
     B = len(srcs)
     live = [[([], 0.0)] for _ in range(B)]
     fin = [[] for _ in range(B)]
     active = list(range(B))
-    # One row per live hypothesis of each active sentence, in that order; state (LSTM) follows the rows.
-    state = None if state0 is None else tuple(x.contiguous() for x in state0)
+    # One row per live hypothesis of each active sentence, in that order; state (LSTM, KV cache) follows the rows.
     for t in range(max_len):
-        owner = [b for b in active for _ in live[b]]
-        idx = torch.tensor(owner)
+        idx = torch.tensor([b for b in active for _ in live[b]])
         prefix = torch.tensor([[BOS] + h for b in active for h, _ in live[b]])
         lp, state = step_logprobs(model, mem0[idx], pad0[idx], prefix, state)
         lp = ban(lp)
@@ -536,7 +548,8 @@ def main():
                     help="dev sentences decoded greedily for the BLEU curve at each evaluation (qkv's "
                          "eval.bleu_max_examples)")
     ap.add_argument("--check-batched", action="store_true",
-                    help="also decode one sentence at a time and fail unless the batched search gives the same output")
+                    help="decode again one sentence at a time, without the KV cache (MBR: from the same random draws); "
+                         "exit 1 unless every translation is the same")
     ap.add_argument("--curve", default="", help="write the dev curve here (JSON lines in qkv's log format)")
     a = ap.parse_args()
     global PAD, BOS, EOS, CACHE
@@ -666,17 +679,26 @@ def main():
                 ids = decode_all(lambda g: beam_batch(model, g, dec["max_len"], dec["beam"], dec["alpha"]), srcs[:n],
                                  group=16)
             else:
+                sgen_start = sgen.get_state()
                 ids = [mbr(model, s, dec["max_len"], a.mbr_samples, sgen, words) for s in srcs[:n]]
-            if a.check_batched:  # one sentence at a time, without the KV cache: the same translations
+            if a.check_batched:  # one sentence at a time (MBR: the same draws), without the KV cache: same output
                 CACHE = False
-                one = [greedy(model, s, dec["max_len"]) if mode == "greedy" else
-                       beam(model, s, dec["max_len"], dec["beam"], dec["alpha"]) for s in srcs[:n]] \
-                    if mode != "mbr" else ids
+                if mode == "mbr":
+                    g = torch.Generator()
+                    g.set_state(sgen_start)
+                    one = [mbr(model, s, dec["max_len"], a.mbr_samples, g, words) for s in srcs[:n]]
+                else:
+                    one = [greedy(model, s, dec["max_len"]) if mode == "greedy" else
+                           beam(model, s, dec["max_len"], dec["beam"], dec["alpha"]) for s in srcs[:n]]
                 CACHE = True
                 same = sum(x == y for x, y in zip(ids, one))
-                print(json.dumps({"check_batched": mode, "same": same, "of": n}), file=sys.stderr, flush=True)
-                if same < n:
-                    sys.exit("translation.py: batched %s decoding differs from one sentence at a time" % mode)
+                err = max(cache_error(model, s, h + [EOS]) for s, h in zip(srcs[:n], ids)) \
+                    if isinstance(model, NMT) and mode == "greedy" else 0.0
+                print(json.dumps({"check_batched": mode, "same": same, "of": n, "cache_max_abs_err": err}),
+                      file=sys.stderr, flush=True)
+                if same < n or err > 1e-4:
+                    sys.exit("translation.py: batched or cached %s decoding differs from one sentence at a time "
+                             "(%d of %d the same, cache error %.3g)" % (mode, same, n, err))
             hyps = [detok(x) for x in ids]
             row = dict(base, decode=mode if mode != "beam" else "beam%d" % dec["beam"], sentences=n,
                        bleu=round(corpus_bleu(hyps, refs[:n], a.qkv or None), 2),
