@@ -11,7 +11,7 @@
 typedef struct tiny {
     qkv_params *p;
     qkv_tf_s2s m;
-    qkv_s2s_decoder d;
+    qkv_decoder d;
 } tiny;
 
 /* Transformer with target vocabulary V (0 pad, 1 BOS, 2 EOS, the rest words); generator sharpened so the
@@ -42,7 +42,7 @@ static double seq_logprob(tiny *t, const int32_t *src, int S, const int32_t *seq
     for (int i = 1; i < len; i++) qkv_i32(y)[i] = seq[i - 1];
     qkv_tensor *lp = qkv_contiguous(ctx, qkv_log_softmax(ctx, qkv_tf_s2s_forward(ctx, &t->m, s, NULL, y, NULL), -1));
     double sum = 0;
-    for (int i = 0; lp && i < len; i++) sum += qkv_f32(lp)[i * t->d.vocab + seq[i]];
+    for (int i = 0; lp && i < len; i++) sum += qkv_f32(lp)[i * t->d.info.vocab + seq[i]];
     qkv_ctx_free(ctx);
     return lp ? sum : NAN;
 }

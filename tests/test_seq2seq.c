@@ -83,13 +83,13 @@ TEST(transformer_matches_torch) {
 /* Feeds the teacher-forced target one token at a time through the decoder (2 rows per source, with a reorder
  * halfway that rotates the rows across sources, so every piece of state must move) and compares every step's log-probabilities and attention with the
  * full forward's. attn_full: [B, T, S] (LSTM) or NULL to skip the attention check. */
-static void check_incremental(const qkv_s2s_decoder *d, qkv_tensor *logits, qkv_tensor *attn_full,
+static void check_incremental(const qkv_decoder *d, qkv_tensor *logits, qkv_tensor *attn_full,
                               const int32_t *src, const int32_t *lengths, const int32_t *tgt, int B, int S, int T) {
     qkv_ctx *ctx = qkv_ctx_new();
     qkv_tensor *lp = qkv_contiguous(ctx, qkv_log_softmax(ctx, logits, -1));
-    int64_t V = d->vocab;
+    int64_t V = d->info.vocab;
     int R = 2 * B;
-    qkv_s2s_state *st = d->start(d->model, src, lengths, B, S, 2, T);
+    qkv_decoder_state *st = d->ops->start(d->model, src, lengths, B, S, 2, T);
     CHECKF(st != NULL, "start: %s", qkv_last_error());
     if (!st || !lp) {
         qkv_ctx_free(ctx);
@@ -101,7 +101,7 @@ static void check_incremental(const qkv_s2s_decoder *d, qkv_tensor *logits, qkv_
     double worst = 0, worst_a = 0;
     for (int t = 0; t < T; t++) {
         for (int r = 0; r < R; r++) tok[r] = tgt[of[r] * T + t];
-        CHECK_OK(d->step(st, tok, out, att));
+        CHECK_OK(d->ops->step(st, tok, out, att));
         for (int r = 0; r < R; r++) {
             for (int64_t v = 0; v < V; v++) {
                 double e = fabs(out[r * V + v] - qkv_f32(lp)[((int64_t)of[r] * T + t) * V + v]);
@@ -116,13 +116,13 @@ static void check_incremental(const qkv_s2s_decoder *d, qkv_tensor *logits, qkv_
             for (int r = 0; r < R; r++) from[r] = (r + 3) % R;
             for (int r = 0; r < R; r++) moved[r] = of[from[r]];
             memcpy(of, moved, sizeof of);
-            CHECK_OK(d->reorder(st, from));
+            CHECK_OK(d->ops->reorder(st, from));
         }
     }
     printf("  incremental decoding: max |logprob diff| %.3g, max |attention diff| %.3g\n", worst, worst_a);
     CHECK(worst < 2e-5);
     CHECK(worst_a < 2e-5);
-    d->free(st);
+    d->ops->free(st);
     free(out);
     free(att);
     qkv_ctx_free(ctx);
@@ -148,7 +148,7 @@ TEST(incremental_decoding_matches_forward) {
         qkv_tensor *attn = NULL;
         qkv_tensor *logits = qkv_lstm_s2s_forward(ctx, &m, src_t, pad, tgt_t, &attn);
         CHECK_NN(logits);
-        qkv_s2s_decoder d = qkv_lstm_s2s_decoder(&m);
+        qkv_decoder d = qkv_lstm_s2s_decoder(&m);
         if (logits) check_incremental(&d, logits, qkv_contiguous(ctx, attn), src, lengths, tgt, B, S, T);
         qkv_ctx_free(ctx);
         qkv_params_free(p);
@@ -163,7 +163,7 @@ TEST(incremental_decoding_matches_forward) {
         qkv_tensor *logits = qkv_tf_s2s_forward(ctx, &m, src_t, pad, tgt_t, cross);
         CHECK_NN(logits);
         qkv_tensor *avg = logits ? qkv_contiguous(ctx, qkv_mean(ctx, cross[1], 1, false)) : NULL; /* [B, T, S] */
-        qkv_s2s_decoder d = qkv_tf_s2s_decoder(&m);
+        qkv_decoder d = qkv_tf_s2s_decoder(&m);
         if (logits) check_incremental(&d, logits, avg, src, lengths, tgt, B, S, T);
         qkv_ctx_free(ctx);
         qkv_params_free(p);
@@ -218,8 +218,8 @@ static void check_model_type(const char *name, const char *json) {
             CHECKF(fabs(qkv_f32(loss)[0] - want) < 1e-5, "%s masked loss %g, want %g", name, qkv_f32(loss)[0], want);
             CHECK_OK(qkv_backward(ctx, loss));
         }
-        qkv_s2s_decoder d;
-        CHECK(qkv_seq2seq_decoder_of(t, m, &d) && d.vocab == 13);
+        qkv_decoder d;
+        CHECK(qkv_model_decoder(t, m, &d) == QKV_OK && d.info.vocab == 13 && d.info.needs_source);
         qkv_ctx_free(ctx);
         t->free(m);
     }
@@ -278,9 +278,9 @@ TEST(bad_configs_are_errors) {
     CHECK(qkv_lstm_s2s_forward(ctx, &m, src, pad, tgt, NULL) == NULL && strstr(qkv_last_error(), "right-padded"));
     qkv_i32(src)[1] = 11; /* out of the source vocabulary */
     CHECK(qkv_lstm_s2s_forward(ctx, &m, src, NULL, tgt, NULL) == NULL);
-    qkv_s2s_decoder d = qkv_lstm_s2s_decoder(&m);
+    qkv_decoder d = qkv_lstm_s2s_decoder(&m);
     int32_t s2[3] = {3, 99, 4};
-    CHECK(d.start(d.model, s2, NULL, 1, 3, 1, 4) == NULL && strstr(qkv_last_error(), "99"));
+    CHECK(d.ops->start(d.model, s2, NULL, 1, 3, 1, 4) == NULL && strstr(qkv_last_error(), "99"));
     qkv_ctx_free(ctx);
     qkv_params_free(p);
 }

@@ -1,11 +1,11 @@
 /* Decoding for sequence-to-sequence models: greedy, sampling with temperature, beam search (GNMT length penalty,
  * n-best) and Minimum Bayes Risk over samples (BLEU or ROUGE utility).
  *
- * The algorithms see a model only through qkv_s2s_decoder, an incremental interface: start() encodes the source
- * sentences once and prepares `rows` decoder rows (rows_per_src consecutive rows per source sentence); step()
- * feeds one token per row and returns next-token log-probabilities; reorder() permutes rows (beam search keeps the
- * surviving hypotheses). src/models/lstm_seq2seq.c and transformer_seq2seq.c implement it with cached decoder
- * state (LSTM h/c, Transformer self-attention K/V, precomputed cross-attention K/V).
+ * The algorithms see a model only through its incremental decoder (qkv_decoder, decoder.h), whatever its type:
+ * start() encodes the source sentences once and prepares rows (rows_per_src consecutive rows per source sentence);
+ * step() feeds one token per row and returns next-token scores; reorder() permutes rows (beam search keeps the
+ * surviving hypotheses). A decoder whose scores are raw logits is normalised here (log_softmax per row), so scores
+ * below are always log-probabilities. Get one with qkv_model_decoder(type, model, &d).
  *
  * Conventions. Token ids are int32. A generated sequence excludes BOS and includes the EOS that ended it (if any).
  * Scores are natural log-probabilities of the generated tokens (EOS included) under the model; tokens that are
@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "qkv/decoder.h"
 #include "qkv/error.h"
 #include "qkv/metrics.h"
 #include "qkv/rng.h"
@@ -26,25 +27,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct qkv_s2s_state qkv_s2s_state; /* a model's decoding state (opaque) */
-
-typedef struct qkv_s2s_decoder {
-    const void *model; /* borrowed */
-    int64_t vocab;     /* target vocabulary size V */
-    /* Encode n_src source sentences src [n_src, src_len] (row-major; lengths[i] valid tokens each, the rest is
-     * padding; lengths may be NULL for all src_len) and prepare n_src * rows_per_src rows that can take up to
-     * max_steps steps. NULL with an error on bad input. */
-    qkv_s2s_state *(*start)(const void *model, const int32_t *src, const int32_t *lengths, int n_src, int src_len,
-                            int rows_per_src, int max_steps);
-    /* One step: tokens[rows] (the previous token of each row, BOS at the first step) -> logprobs [rows, V]
-     * (log_softmax of the logits) and, if attn is non-NULL, attention over the source [rows, src_len] (LSTM:
-     * its attention; Transformer: the last decoder layer's cross-attention averaged over heads). */
-    qkv_status (*step)(qkv_s2s_state *st, const int32_t *tokens, float *logprobs, float *attn);
-    /* Row i becomes old row from[i] (each from[i] in [0, rows)). */
-    qkv_status (*reorder)(qkv_s2s_state *st, const int32_t *from);
-    void (*free)(qkv_s2s_state *st);
-} qkv_s2s_decoder;
 
 typedef struct qkv_decode_opts {
     int32_t bos, eos;
@@ -55,7 +37,7 @@ typedef struct qkv_decode_opts {
     float alpha;          /* GNMT length penalty ((5 + len) / 6)^alpha, >= 0; 0 = rank by log-probability */
     float temperature;    /* sampling: p ~ exp(logprob / temperature), > 0 */
     int n_samples;        /* MBR: number of samples, each both a candidate and a pseudo-reference, >= 1 */
-    bool want_attention;  /* fill qkv_hyp.attn */
+    bool want_attention;  /* fill qkv_hyp.attn (the decoder must have source attention) */
 } qkv_decode_opts;
 
 /* bos 1, eos 2, pad 0, max_len 100, beam 4, n_best 1, alpha 0.6, temperature 1, n_samples 16, no attention. */
@@ -83,15 +65,15 @@ void qkv_hyps_free(qkv_hyps *hs);
 double qkv_length_penalty(int len, float alpha);
 
 /* Greedy decoding of n_src sentences at once: out[i] gets sentence i's hypothesis (one each). */
-qkv_status qkv_decode_greedy(const qkv_s2s_decoder *d, const int32_t *src, const int32_t *lengths, int n_src,
+qkv_status qkv_decode_greedy(const qkv_decoder *d, const int32_t *src, const int32_t *lengths, int n_src,
                              int src_len, const qkv_decode_opts *opts, qkv_hyps *out);
 /* Ancestral sampling with opts->temperature: n samples of one sentence (src [src_len], length given). */
-qkv_status qkv_decode_sample(const qkv_s2s_decoder *d, const int32_t *src, int src_len, int n,
+qkv_status qkv_decode_sample(const qkv_decoder *d, const int32_t *src, int src_len, int n,
                              const qkv_decode_opts *opts, qkv_rng *rng, qkv_hyps *out);
 /* Beam search of one sentence: opts->n_best hypotheses, best first, by score. Finished hypotheses are ranked by
  * logprob / lp(len); the search stops when n_best hypotheses are finished and no live one can still beat the
  * worst of them, or at max_len (live hypotheses then enter the n-best unfinished). */
-qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
+qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
                            qkv_hyps *out);
 
 /* ---- Minimum Bayes Risk ---- */
@@ -110,7 +92,7 @@ typedef char *(*qkv_detok_fn)(const int32_t *tokens, int len, void *user);
 
 /* MBR decoding of one sentence: opts->n_samples samples, EOS stripped before detokenising, the consensus
  * candidate returned as out (n = 1, score = its expected utility). */
-qkv_status qkv_decode_mbr(const qkv_s2s_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
+qkv_status qkv_decode_mbr(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
                           qkv_mbr_utility u, qkv_detok_fn detok, void *user, qkv_rng *rng, qkv_hyps *out);
 
 #ifdef __cplusplus

@@ -1,8 +1,9 @@
 /* Text generation from language models: choosing the next token from logits (greedy, temperature, top-k, top-p,
  * repetition penalty) and the generation loop (prompt, max tokens, stop tokens, seed, a callback per token).
  *
- * Decoding is incremental: a qkv_lm_decoder feeds one token per step and keeps what the model needs to continue
- * (a Transformer's per-layer K/V cache, a recurrent network's state), so nothing is recomputed. Batch 1.
+ * Decoding is incremental: a qkv_lm_decoder is one row of the model type's incremental decoder (decoder.h), fed one
+ * token per step; the model keeps what it needs to continue (a Transformer's per-layer K/V cache, a recurrent
+ * network's state), so nothing is recomputed. Batches of rows (and beam search over them) use decoder.h directly.
  *
  * Token choice, in this order (Hugging Face's logits processors, then warpers):
  *   1. repetition penalty r (CTRL): every token already in the history (prompt + generated) has its logit divided
@@ -22,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "qkv/decoder.h"
 #include "qkv/error.h"
 #include "qkv/model.h"
 #include "qkv/rng.h"
@@ -58,24 +60,27 @@ int32_t qkv_sampler_next(qkv_sampler *s, float *logits, const int32_t *history, 
 /* Index of the largest value (the lowest index among equals); -1 if n < 1. */
 int64_t qkv_argmax(const float *x, int64_t n);
 
-/* ---- Incremental decoders of the LM model types ("gpt": KV cache; "rnnlm": carried state). ---- */
+/* ---- One-row decoding of a language model through its type's decoder (decoder.h) ---- */
 typedef struct qkv_lm_decoder qkv_lm_decoder;
 
-/* A decoder for a model made by type->create. NULL (error) if the type has no incremental decoder. */
+/* A decoder for a model made by type->create; it borrows the model. NULL (error naming the type) if the type has no
+ * incremental decoder (it cannot generate) or decodes from a source sentence (seq2seq: see beam.h). */
 qkv_lm_decoder *qkv_lm_decoder_new(const qkv_model_type *type, qkv_model *model);
 void qkv_lm_decoder_free(qkv_lm_decoder *d);
 int64_t qkv_lm_decoder_vocab(const qkv_lm_decoder *d);
 /* Positions the decoder can hold (a Transformer's n_ctx), or 0 when unlimited (recurrent). */
 int64_t qkv_lm_decoder_capacity(const qkv_lm_decoder *d);
-/* Start over: empty cache / zero state. A model that reads a start token (rnnlm's ShiftRight) is fed it here, so
- * the next step's logits condition on it; qkv_lm_decoder_primed() then returns true and its logits are in
- * qkv_lm_decoder_logits(). */
+/* Start over: empty cache / zero state. A model that reads a start token (decoder.h's start_token: rnnlm's
+ * ShiftRight) is fed it here, so the next step's logits condition on it; qkv_lm_decoder_primed() then returns true
+ * and its logits are in qkv_lm_decoder_logits(). */
 qkv_status qkv_lm_decoder_reset(qkv_lm_decoder *d);
 bool qkv_lm_decoder_primed(const qkv_lm_decoder *d);
 /* Feed one token; its output logits (the distribution of the token after it) are then in qkv_lm_decoder_logits.
  * Error when the context is full or the token is out of range. */
 qkv_status qkv_lm_decoder_step(qkv_lm_decoder *d, int32_t token);
-float *qkv_lm_decoder_logits(qkv_lm_decoder *d); /* [vocab], owned by the decoder, valid until the next step */
+/* [vocab], owned by the decoder, valid until the next step: the model's scores as they are (decoder.h: raw logits,
+ * or log-probabilities for a model that outputs them; the sampler treats both as logits). */
+float *qkv_lm_decoder_logits(qkv_lm_decoder *d);
 
 /* ---- The generation loop ---- */
 /* Called with each generated token as soon as it is chosen; a non-zero return ends generation. */

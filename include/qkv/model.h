@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "qkv/autograd.h"
+#include "qkv/decoder.h"
 #include "qkv/params.h"
 #include "qkv/rng.h"
 
@@ -50,12 +51,21 @@ typedef struct qkv_model qkv_model; /* opaque: each model type's own struct */
 /* Slots of qkv_attention_maps: a 64-layer encoder-decoder's cross, encoder and decoder maps. */
 #define QKV_ATTENTION_MAPS_MAX 192
 
-/* Attention weights a model can return for the viewer: per layer, per head, [B, H, Tq, Tk] context tensors. */
+/* Attention weights a model can return for the viewer: per layer, per head, [B, H, Tq, Tk] context tensors. The model
+ * names each map for display ("layer 3", "encoder 2 self", "decoder 1 cross", "attention"), so the viewer needs to
+ * know nothing about its architecture; an empty name leaves the choice to the viewer. */
+#define QKV_ATTENTION_MAP_NAME 32
 typedef struct qkv_attention_maps {
     int n_layers;
     const char *kind[QKV_ATTENTION_MAPS_MAX];   /* "self", "causal", "cross" */
     qkv_tensor *weights[QKV_ATTENTION_MAPS_MAX];
+    char name[QKV_ATTENTION_MAPS_MAX][QKV_ATTENTION_MAP_NAME];
 } qkv_attention_maps;
+
+/* Sizes of a built model that callers outside src/models may need. */
+typedef struct qkv_model_info {
+    int64_t max_positions; /* longest sequence one forward takes (a Transformer's positions table), 0 = no limit */
+} qkv_model_info;
 
 /* A token embedding matrix of a model type: where pretrained word vectors go (the run's "embeddings" option,
  * docs/training.md). The row of token id i is that token's vector. */
@@ -90,6 +100,11 @@ typedef struct qkv_model_type {
      * create is skipped: a config option can choose between layouts (transformer_seq2seq's share_embeddings makes
      * one "emb.weight" instead of "src_emb.weight" and "tgt_emb.weight"). */
     const qkv_model_embedding *embeddings;
+    /* The incremental decoder (decoder.h) of a model that can generate text, or NULL when it cannot. Generation,
+     * translation, beam search, MBR, BLEU evals and the viewer reach a model's decoding only through it. */
+    const qkv_decoder_ops *decoder;
+    /* Fills the built model's sizes (qkv_model_info); NULL: nothing known (every field 0). */
+    void (*info)(const qkv_model *m, qkv_model_info *out);
 } qkv_model_type;
 
 /* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */
@@ -99,6 +114,8 @@ const qkv_model_type *qkv_model_type_at(int i);
 /* The token embeddings of a model type (its table's list); NULL when it has none (pretrained vectors then cannot
  * be used with it). */
 const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t);
+/* The sizes of model m of type t (zeros for what the type does not report). */
+qkv_model_info qkv_model_type_info(const qkv_model_type *t, const qkv_model *m);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@
 #include "qkv/plot.h"
 #include "qkv/gpt.h"
 #include "qkv/rnnlm.h"
+#include "qkv/decoder.h"
 #include "qkv/decode.h"
 #include "qkv/seq2seq.h"
 #include "qkv/beam.h"

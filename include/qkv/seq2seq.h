@@ -6,14 +6,17 @@
  * Parameter names equal the state_dict keys of the PyTorch modules in tests/ref/seq2seq.py (and, for the benchmark
  * configurations, of ../shared/bench/torch_ref.py's models), so torch weights load by name.
  *
- * Both are registered as model types ("lstm_seq2seq", "transformer_seq2seq", task "seq2seq", model.h), and both
- * give a qkv_s2s_decoder (beam.h) for greedy, sampling, beam and MBR decoding with cached decoder state.
+ * Both are registered as model types ("lstm_seq2seq", "transformer_seq2seq", task "seq2seq", model.h) whose
+ * incremental decoder (decoder.h: log-probabilities, source attention, cached decoder state) drives greedy,
+ * sampling, beam and MBR decoding (beam.h). qkv_lstm_s2s_decoder / qkv_tf_s2s_decoder give the same decoder for a
+ * model struct initialised directly (not through the registry).
  *
  * Ownership: a model struct holds borrowed pointers into the qkv_params given to init, which must outlive it. */
 #ifndef QKV_SEQ2SEQ_H
 #define QKV_SEQ2SEQ_H
 
 #include "qkv/beam.h"
+#include "qkv/decoder.h"
 #include "qkv/nn.h"
 #include "qkv/rnn.h"
 
@@ -51,7 +54,7 @@ qkv_status qkv_lstm_s2s_init(qkv_lstm_s2s *m, qkv_params *params, const qkv_lstm
  * non-NULL, receives the attention weights [B, T, S]. */
 qkv_tensor *qkv_lstm_s2s_forward(qkv_ctx *ctx, const qkv_lstm_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
                                  qkv_tensor *tgt, qkv_tensor **attn);
-qkv_s2s_decoder qkv_lstm_s2s_decoder(const qkv_lstm_s2s *m);
+qkv_decoder qkv_lstm_s2s_decoder(const qkv_lstm_s2s *m); /* borrows m */
 
 /* ---- Encoder-decoder Transformer ----
  *   x_src = dropout(src_emb(src) * sqrt(d) + pe[:S]),  x_tgt = dropout(tgt_emb(tgt) * sqrt(d) + pe[:T])
@@ -86,13 +89,10 @@ qkv_tensor *qkv_tf_s2s_forward(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *sr
 qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tensor *src, const qkv_tensor *src_pad,
                                     qkv_tensor *tgt, qkv_tensor **enc_self, qkv_tensor **dec_self,
                                     qkv_tensor **cross);
-qkv_s2s_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m);
+qkv_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m); /* borrows m */
 
-/* ---- Registered model types (model.h): qkv_model_lstm_seq2seq, qkv_model_transformer_seq2seq. The decoder of a
- * model created through the registry (NULL if m is not a seq2seq model of these types). ---- */
-struct qkv_model;
-struct qkv_model_type;
-bool qkv_seq2seq_decoder_of(const struct qkv_model_type *type, struct qkv_model *m, qkv_s2s_decoder *out);
+/* Registered as model types "lstm_seq2seq" and "transformer_seq2seq" (model.h): the decoder of a model they create
+ * is the one above, reached through the type (qkv_model_decoder, decoder.h). */
 
 #ifdef __cplusplus
 }

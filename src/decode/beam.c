@@ -1,4 +1,4 @@
-/* Greedy decoding, ancestral sampling and beam search over a qkv_s2s_decoder (beam.h). */
+/* Greedy decoding, ancestral sampling and beam search over a model's incremental decoder (decoder.h, beam.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +23,34 @@ void qkv_hyps_free(qkv_hyps *hs) {
     hs->n = 0;
 }
 
-static qkv_status check_opts(const qkv_s2s_decoder *d, const qkv_decode_opts *o, const char *who) {
-    if (!d || !d->start || !d->step || !d->reorder || !d->free || d->vocab < 1)
+static qkv_status check_opts(const qkv_decoder *d, const qkv_decode_opts *o, const char *who) {
+    if (!d || !d->ops || !d->ops->start || !d->ops->step || !d->ops->reorder || !d->ops->free || d->info.vocab < 1)
         return qkv_error_set(QKV_ERR_INVALID, "%s: incomplete decoder", who);
     if (!o) return qkv_error_set(QKV_ERR_INVALID, "%s: options are required", who);
+    if (o->want_attention && !d->info.source_attention)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "%s: this model has no attention over a source to return", who);
     if (o->max_len < 1) return qkv_error_set(QKV_ERR_INVALID, "%s: max_len %d must be >= 1", who, o->max_len);
-    if (o->bos < 0 || o->bos >= d->vocab || o->eos < 0 || o->eos >= d->vocab || o->pad >= d->vocab || o->eos == o->bos)
+    if (o->bos < 0 || o->bos >= d->info.vocab || o->eos < 0 || o->eos >= d->info.vocab || o->pad >= d->info.vocab || o->eos == o->bos)
         return qkv_error_set(QKV_ERR_INVALID, "%s: bos %d, eos %d, pad %d must be distinct ids in [0, %lld)", who,
-                             o->bos, o->eos, o->pad, (long long)d->vocab);
+                             o->bos, o->eos, o->pad, (long long)d->info.vocab);
+    return QKV_OK;
+}
+
+/* One decoder step whose scores are log-probabilities: a decoder that returns raw logits is normalised here. */
+static qkv_status step(const qkv_decoder *d, qkv_decoder_state *st, const int32_t *tokens, float *lp, float *attn,
+                       int rows) {
+    qkv_status rc = d->ops->step(st, tokens, lp, attn);
+    if (rc || d->info.log_probs) return rc;
+    int64_t V = d->info.vocab;
+    for (int r = 0; r < rows; r++) {
+        float *x = lp + (int64_t)r * V, mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++)
+            if (x[v] > mx) mx = x[v];
+        double sum = 0;
+        for (int64_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
+        float lse = mx + (float)log(sum);
+        for (int64_t v = 0; v < V; v++) x[v] -= lse;
+    }
     return QKV_OK;
 }
 
@@ -100,30 +120,30 @@ static int pick_sample(const float *lp, int64_t V, const qkv_decode_opts *o, qkv
     return last; /* rounding at the top end */
 }
 
-static qkv_status run_rows(const qkv_s2s_decoder *d, const int32_t *src, const int32_t *lengths, int n_src, int S,
+static qkv_status run_rows(const qkv_decoder *d, const int32_t *src, const int32_t *lengths, int n_src, int S,
                            int rows_per_src, const qkv_decode_opts *o, pick_fn pick, qkv_rng *rng, qkv_hyps *out) {
     int R = n_src * rows_per_src;
-    int64_t V = d->vocab;
+    int64_t V = d->info.vocab;
     out->n = 0;
     out->h = NULL;
     track *tr = calloc((size_t)R, sizeof *tr);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R);
     float *lp = malloc(sizeof(float) * (size_t)R * (size_t)V);
     float *attn = o->want_attention ? malloc(sizeof(float) * (size_t)R * (size_t)S) : NULL;
-    qkv_s2s_state *st = NULL;
+    qkv_decoder_state *st = NULL;
     qkv_status status = QKV_OK;
     if (!tr || !tokens || !lp || (o->want_attention && !attn)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
     if ((status = tracks_new(tr, R, o->max_len, S, o->want_attention))) goto done;
-    if (!(st = d->start(d->model, src, lengths, n_src, S, rows_per_src, o->max_len))) {
+    if (!(st = d->ops->start(d->model, src, lengths, n_src, S, rows_per_src, o->max_len))) {
         status = qkv_last_status();
         goto done;
     }
     for (int r = 0; r < R; r++) tokens[r] = o->bos;
     for (int t = 0, alive = R; t < o->max_len && alive > 0; t++) {
-        if ((status = d->step(st, tokens, lp, attn))) goto done;
+        if ((status = step(d, st, tokens, lp, attn, R))) goto done;
         for (int r = 0; r < R; r++) {
             if (tr[r].done) continue;
             int v = pick(lp + (int64_t)r * V, V, o, rng);
@@ -149,7 +169,7 @@ static qkv_status run_rows(const qkv_s2s_decoder *d, const int32_t *src, const i
     out->n = R;
     for (int r = 0; r < R; r++) track_to_hyp(&tr[r], S, tr[r].logprob, &out->h[r]);
 done:
-    if (st) d->free(st);
+    if (st) d->ops->free(st);
     tracks_free(tr, R);
     free(tr);
     free(tokens);
@@ -159,7 +179,7 @@ done:
     return status;
 }
 
-qkv_status qkv_decode_greedy(const qkv_s2s_decoder *d, const int32_t *src, const int32_t *lengths, int n_src,
+qkv_status qkv_decode_greedy(const qkv_decoder *d, const int32_t *src, const int32_t *lengths, int n_src,
                              int src_len, const qkv_decode_opts *opts, qkv_hyps *out) {
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode greedy: out is required");
     out->n = 0;
@@ -169,7 +189,7 @@ qkv_status qkv_decode_greedy(const qkv_s2s_decoder *d, const int32_t *src, const
     return run_rows(d, src, lengths, n_src, src_len, 1, opts, pick_greedy, NULL, out);
 }
 
-qkv_status qkv_decode_sample(const qkv_s2s_decoder *d, const int32_t *src, int src_len, int n,
+qkv_status qkv_decode_sample(const qkv_decoder *d, const int32_t *src, int src_len, int n,
                              const qkv_decode_opts *opts, qkv_rng *rng, qkv_hyps *out) {
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode sample: out is required");
     out->n = 0;
@@ -245,7 +265,7 @@ static double nth_best(const qkv_hyps *fin, int n_best) {
     return fin->h[n_best - 1].score;
 }
 
-qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
+qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
                            qkv_hyps *out) {
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode beam: out is required");
     out->n = 0;
@@ -259,7 +279,7 @@ qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src
                              o->n_best);
     if (!(o->alpha >= 0.0f) || !isfinite(o->alpha))
         return qkv_error_set(QKV_ERR_INVALID, "decode beam: alpha %g must be >= 0", (double)o->alpha);
-    int64_t V = d->vocab;
+    int64_t V = d->info.vocab;
     track *live = calloc((size_t)K, sizeof *live), *next = calloc((size_t)K, sizeof *next);
     cand *c = malloc(sizeof(cand) * (size_t)(2 * K));
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)K), *from = malloc(sizeof(int32_t) * (size_t)K);
@@ -267,7 +287,7 @@ qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src
     float *attn = o->want_attention ? malloc(sizeof(float) * (size_t)K * (size_t)S) : NULL;
     qkv_hyps fin = {0};
     int fin_cap = 0, n_live = 1;
-    qkv_s2s_state *st = NULL;
+    qkv_decoder_state *st = NULL;
     if (!live || !next || !c || !tokens || !from || !lp || (o->want_attention && !attn)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode beam: out of memory");
         goto done;
@@ -275,13 +295,13 @@ qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src
     if ((status = tracks_new(live, K, o->max_len, S, o->want_attention)) ||
         (status = tracks_new(next, K, o->max_len, S, o->want_attention)))
         goto done;
-    if (!(st = d->start(d->model, src, NULL, 1, S, K, o->max_len))) {
+    if (!(st = d->ops->start(d->model, src, NULL, 1, S, K, o->max_len))) {
         status = qkv_last_status();
         goto done;
     }
     for (int t = 0; t < o->max_len && n_live > 0; t++) {
         for (int r = 0; r < K; r++) tokens[r] = r < n_live && t > 0 ? live[r].tok[t - 1] : o->bos;
-        if ((status = d->step(st, tokens, lp, attn))) goto done;
+        if ((status = step(d, st, tokens, lp, attn, K))) goto done;
         /* Each row has one EOS, so among the best 2K candidates at least K continue: the selection is exact. */
         int nc = 0;
         for (int r = 0; r < n_live; r++)
@@ -312,7 +332,7 @@ qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src
         live = next;
         next = tmp;
         n_live = n_next;
-        if (n_live > 0 && t + 1 < o->max_len && (status = d->reorder(st, from))) goto done;
+        if (n_live > 0 && t + 1 < o->max_len && (status = d->ops->reorder(st, from))) goto done;
         /* Stop once no live hypothesis can still enter the n-best: its normalised score can at most reach
          * logprob / lp(max_len) since log-probabilities only fall and the penalty only grows. */
         double worst = nth_best(&fin, o->n_best), bound = -INFINITY;
@@ -337,7 +357,7 @@ qkv_status qkv_decode_beam(const qkv_s2s_decoder *d, const int32_t *src, int src
     *out = fin;
     fin = (qkv_hyps){0};
 done:
-    if (st) d->free(st);
+    if (st) d->ops->free(st);
     qkv_hyps_free(&fin);
     tracks_free(live, K);
     tracks_free(next, K);

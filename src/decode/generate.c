@@ -4,14 +4,11 @@
 #include <string.h>
 
 #include "qkv/decode.h"
-#include "qkv/gpt.h"
-#include "qkv/rnnlm.h"
 
+/* One row of the model type's incremental decoder (decoder.h). */
 struct qkv_lm_decoder {
-    qkv_gpt_decoder *gpt;
-    qkv_rnnlm_decoder *rnn;
-    const qkv_rnnlm *rnnlm;
-    int64_t vocab, capacity;
+    qkv_decoder dec;
+    qkv_decoder_state *st;
     bool primed;
     float *logits;
 };
@@ -21,32 +18,21 @@ qkv_lm_decoder *qkv_lm_decoder_new(const qkv_model_type *type, qkv_model *model)
         qkv_error_set(QKV_ERR_INVALID, "lm decoder: no model");
         return NULL;
     }
+    qkv_decoder dec;
+    if (qkv_model_decoder(type, model, &dec) != QKV_OK) return NULL;
+    if (dec.info.needs_source) {
+        qkv_error_set(QKV_ERR_UNSUPPORTED, "lm decoder: model type '%s' (task %s) decodes from a source sentence, "
+                      "not from a prompt", type->name, type->task);
+        return NULL;
+    }
     qkv_lm_decoder *d = calloc(1, sizeof *d);
-    if (!d) {
+    if (d) d->logits = malloc(sizeof(float) * (size_t)dec.info.vocab);
+    if (!d || !d->logits) {
         qkv_error_set(QKV_ERR_NOMEM, "lm decoder: out of memory");
-        return NULL;
-    }
-    if (!strcmp(type->name, "gpt")) {
-        const qkv_gpt *g = (const qkv_gpt *)model;
-        d->vocab = g->cfg.vocab_size;
-        d->capacity = g->cfg.n_ctx;
-        d->gpt = qkv_gpt_decoder_new(g, 1);
-    } else if (!strcmp(type->name, "rnnlm")) {
-        d->rnnlm = (const qkv_rnnlm *)model;
-        d->vocab = d->rnnlm->cfg.vocab_size;
-        d->rnn = qkv_rnnlm_decoder_new(d->rnnlm, 1);
-    } else {
-        qkv_error_set(QKV_ERR_UNSUPPORTED, "lm decoder: model type '%s' has no incremental decoder (gpt, rnnlm)",
-                      type->name);
-        free(d);
-        return NULL;
-    }
-    d->logits = malloc(sizeof(float) * (size_t)d->vocab);
-    if ((!d->gpt && !d->rnn) || !d->logits) {
-        if (!d->logits) qkv_error_set(QKV_ERR_NOMEM, "lm decoder: out of memory");
         qkv_lm_decoder_free(d);
         return NULL;
     }
+    d->dec = dec;
     if (qkv_lm_decoder_reset(d) != QKV_OK) {
         qkv_lm_decoder_free(d);
         return NULL;
@@ -56,31 +42,28 @@ qkv_lm_decoder *qkv_lm_decoder_new(const qkv_model_type *type, qkv_model *model)
 
 void qkv_lm_decoder_free(qkv_lm_decoder *d) {
     if (!d) return;
-    qkv_gpt_decoder_free(d->gpt);
-    qkv_rnnlm_decoder_free(d->rnn);
+    if (d->st) d->dec.ops->free(d->st);
     free(d->logits);
     free(d);
 }
 
-int64_t qkv_lm_decoder_vocab(const qkv_lm_decoder *d) { return d->vocab; }
-int64_t qkv_lm_decoder_capacity(const qkv_lm_decoder *d) { return d->capacity; }
+int64_t qkv_lm_decoder_vocab(const qkv_lm_decoder *d) { return d->dec.info.vocab; }
+int64_t qkv_lm_decoder_capacity(const qkv_lm_decoder *d) { return d->dec.info.capacity; }
 bool qkv_lm_decoder_primed(const qkv_lm_decoder *d) { return d->primed; }
 float *qkv_lm_decoder_logits(qkv_lm_decoder *d) { return d->logits; }
 
 qkv_status qkv_lm_decoder_step(qkv_lm_decoder *d, int32_t token) {
-    return d->gpt ? qkv_gpt_decoder_step(d->gpt, &token, d->logits) : qkv_rnnlm_decoder_step(d->rnn, &token, d->logits);
+    if (!d->st) return qkv_error_set(QKV_ERR_INVALID, "lm decoder: not started (a reset failed)");
+    return d->dec.ops->step(d->st, &token, d->logits, NULL);
 }
 
 qkv_status qkv_lm_decoder_reset(qkv_lm_decoder *d) {
     d->primed = false;
-    if (d->gpt) {
-        qkv_gpt_decoder_reset(d->gpt);
-        return QKV_OK;
-    }
-    qkv_rnnlm_decoder_reset(d->rnn);
-    if (!d->rnnlm->cfg.shift_right) return QKV_OK;
-    /* The model was trained on ShiftRight(text): its first input is always the start id. */
-    qkv_status st = qkv_lm_decoder_step(d, d->rnnlm->cfg.start_id);
+    if (d->st) d->dec.ops->free(d->st);
+    if (!(d->st = d->dec.ops->start(d->dec.model, NULL, NULL, 1, 0, 1, 0))) return qkv_last_status();
+    if (d->dec.info.start_token < 0) return QKV_OK;
+    /* The model was trained on ShiftRight(text): its first input is always the start token. */
+    qkv_status st = qkv_lm_decoder_step(d, d->dec.info.start_token);
     d->primed = st == QKV_OK;
     return st;
 }
@@ -113,12 +96,12 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
         qkv_error_set(QKV_ERR_INVALID, "generate: this model needs a prompt of at least one token");
         return -1;
     }
-    if (d->capacity > 0 && n_prompt > d->capacity) {
+    if (d->dec.info.capacity > 0 && n_prompt > d->dec.info.capacity) {
         qkv_error_set(QKV_ERR_RANGE, "generate: prompt of %lld tokens exceeds the model's context of %lld",
-                      (long long)n_prompt, (long long)d->capacity);
+                      (long long)n_prompt, (long long)d->dec.info.capacity);
         return -1;
     }
-    qkv_sampler *s = qkv_sampler_new(d->vocab, &o->sample, o->seed);
+    qkv_sampler *s = qkv_sampler_new(d->dec.info.vocab, &o->sample, o->seed);
     /* The history (prompt + generated) is what the repetition penalty looks at. */
     int32_t *hist = malloc(sizeof(int32_t) * (size_t)(n_prompt + o->max_new_tokens + 1));
     if (!s || !hist) {
@@ -147,7 +130,7 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
             break;
         }
         if (n == o->max_new_tokens) break;
-        if (d->capacity > 0 && fed >= d->capacity) {
+        if (d->dec.info.capacity > 0 && fed >= d->dec.info.capacity) {
             why = QKV_GEN_CONTEXT_FULL;
             break;
         }

@@ -67,7 +67,7 @@ static char *ids_text(const int32_t *tok, int len) {
     return s;
 }
 
-qkv_status qkv_decode_mbr(const qkv_s2s_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
+qkv_status qkv_decode_mbr(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
                           qkv_mbr_utility u, qkv_detok_fn detok, void *user, qkv_rng *rng, qkv_hyps *out) {
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode mbr: out is required");
     out->n = 0;

@@ -150,7 +150,10 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
     for (int l = 0; l < c->n_layers; l++) {
         const qkv_gpt_block *b = &m->h[l];
         qkv_tensor **w = maps ? &maps->weights[l] : NULL;
-        if (w) maps->kind[l] = "causal";
+        if (w) {
+            maps->kind[l] = "causal";
+            snprintf(maps->name[l], sizeof maps->name[l], "layer %d", l + 1);
+        }
         qkv_tensor *a = attention(ctx, m, b, qkv_layer_norm(ctx, x, b->ln1_w, b->ln1_b, c->ln_eps), w);
         x = qkv_add(ctx, x, qkv_dropout(ctx, a, c->dropout));
         qkv_tensor *h = qkv_layer_norm(ctx, x, b->ln2_w, b->ln2_b, c->ln_eps);
@@ -168,6 +171,7 @@ struct qkv_gpt_decoder {
     int64_t pos;
     float *k, *v;   /* [L, batch, H, n_ctx, dh] */
     float *scores;  /* [n_ctx] per (sequence, head) in turn */
+    float *moved;   /* [batch, H, n_ctx, dh] scratch of reorder, allocated on its first call */
     qkv_ctx *ctx;   /* layer norms and activations reuse the ops (same numerics as training); grad off */
 };
 
@@ -202,6 +206,7 @@ void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
     free(d->k);
     free(d->v);
     free(d->scores);
+    free(d->moved);
     qkv_ctx_free(d->ctx);
     free(d);
 }
@@ -318,6 +323,64 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
     return QKV_OK;
 }
 
+qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from) {
+    const qkv_gpt_config *c = &d->m->cfg;
+    int Bn = d->batch;
+    for (int b = 0; b < Bn; b++)
+        if (from[b] < 0 || from[b] >= Bn)
+            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder row %d outside [0, %d)", (int)from[b], Bn);
+    int64_t H = c->n_heads, dh = c->d_model / H, N = c->n_ctx;
+    size_t block = (size_t)N * (size_t)dh, layer = (size_t)Bn * (size_t)H * block;
+    if (!d->moved && !(d->moved = malloc(sizeof(float) * layer)))
+        return qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a reorder");
+    /* Rows of one layer's K (then V) gather into the scratch and copy back: positions past pos hold nothing. */
+    size_t used = sizeof(float) * (size_t)d->pos * (size_t)dh;
+    for (int l = 0; used && l < c->n_layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            float *cache = (kv ? d->v : d->k) + (size_t)l * layer;
+            for (int b = 0; b < Bn; b++)
+                for (int64_t h = 0; h < H; h++)
+                    memcpy(d->moved + ((size_t)b * H + h) * block, cache + ((size_t)from[b] * H + h) * block, used);
+            for (size_t i = 0; i < (size_t)Bn * H; i++) memcpy(cache + i * block, d->moved + i * block, used);
+        }
+    return QKV_OK;
+}
+
+/* The model type's decoder: the KV-cached one above, all rows at the same position. */
+static void gpt_dec_info(const qkv_model *m, qkv_decoder_info *out) {
+    const qkv_gpt *g = (const qkv_gpt *)m;
+    *out = (qkv_decoder_info){.vocab = g->cfg.vocab_size, .capacity = g->cfg.n_ctx, .log_probs = false,
+                              .start_token = -1};
+}
+
+static qkv_decoder_state *gpt_dec_start(const qkv_model *m, const int32_t *src, const int32_t *lengths, int n_src,
+                                        int src_len, int rows_per_src, int max_steps) {
+    const qkv_gpt *g = (const qkv_gpt *)m;
+    if (src || lengths || src_len != 0 || n_src < 1 || rows_per_src < 1 || max_steps < 0 ||
+        max_steps > g->cfg.n_ctx) {
+        qkv_error_set(QKV_ERR_INVALID, "gpt decoder: takes no source and needs >= 1 rows and at most n_ctx (%lld) "
+                      "steps (got %d x %d rows, source length %d, %d steps)", (long long)g->cfg.n_ctx, n_src,
+                      rows_per_src, src_len, max_steps);
+        return NULL;
+    }
+    return (qkv_decoder_state *)qkv_gpt_decoder_new(g, n_src * rows_per_src);
+}
+
+static qkv_status gpt_dec_step(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn) {
+    (void)attn;
+    return qkv_gpt_decoder_step((qkv_gpt_decoder *)st, tokens, scores);
+}
+
+static qkv_status gpt_dec_reorder(qkv_decoder_state *st, const int32_t *from) {
+    return qkv_gpt_decoder_reorder((qkv_gpt_decoder *)st, from);
+}
+
+static void gpt_dec_free(qkv_decoder_state *st) { qkv_gpt_decoder_free((qkv_gpt_decoder *)st); }
+
+static const qkv_decoder_ops gpt_decoder_ops = {
+    .info = gpt_dec_info, .start = gpt_dec_start, .step = gpt_dec_step, .reorder = gpt_dec_reorder,
+    .free = gpt_dec_free};
+
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
 static bool get_num(const cJSON *cfg, const char *key, double lo, double hi, double *out) {
@@ -375,6 +438,10 @@ static qkv_model *gpt_create(const cJSON *cfg, const qkv_task_info *info, qkv_pa
 
 static void gpt_free(qkv_model *m) { qkv_gpt_free((qkv_gpt *)m); }
 
+static void gpt_model_info(const qkv_model *m, qkv_model_info *out) {
+    out->max_positions = ((const qkv_gpt *)m)->cfg.n_ctx;
+}
+
 static qkv_tensor *gpt_fwd(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
     return qkv_gpt_forward(ctx, (qkv_gpt *)m, b->ids, maps);
 }
@@ -426,4 +493,6 @@ const qkv_model_type qkv_model_gpt = {
     .loss = gpt_loss,
     .forward = gpt_fwd,
     .embeddings = embeddings,
+    .decoder = &gpt_decoder_ops,
+    .info = gpt_model_info,
 };

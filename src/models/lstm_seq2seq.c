@@ -1,6 +1,7 @@
 /* LSTM encoder-decoder with attention over the encoder states (Luong et al. 2015; Bahdanau et al. 2015 scores),
  * teacher-forced training, incremental decoding and the "lstm_seq2seq" model type. Equations in seq2seq.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,7 +150,7 @@ qkv_tensor *qkv_lstm_s2s_forward(qkv_ctx *ctx, const qkv_lstm_s2s *m, qkv_tensor
 
 /* ---- incremental decoding ---- */
 
-/* The decoder's qkv_s2s_state (beam.h keeps it opaque; each model has its own). */
+/* The decoder's qkv_decoder_state (decoder.h keeps it opaque; each model has its own). */
 typedef struct lstm_state {
     const qkv_lstm_s2s *m;
     qkv_ctx *keep, *work;
@@ -158,7 +159,7 @@ typedef struct lstm_state {
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
 } lstm_state;
 
-static void lstm_free(qkv_s2s_state *st) {
+static void lstm_free(qkv_decoder_state *st) {
     lstm_state *s = (lstm_state *)st;
     if (!s) return;
     qkv_ctx_free(s->keep);
@@ -174,10 +175,10 @@ static qkv_tensor *keep_copy(qkv_ctx *keep, qkv_tensor *t) {
     return k;
 }
 
-static qkv_s2s_state *lstm_start(const void *model, const int32_t *src, const int32_t *lengths, int n_src,
+static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src, const int32_t *lengths, int n_src,
                                  int src_len, int rows_per_src, int max_steps) {
     (void)max_steps;
-    const qkv_lstm_s2s *m = model;
+    const qkv_lstm_s2s *m = (const qkv_lstm_s2s *)model; /* a bare struct, or the first member of lstm_model */
     lstm_state *s = calloc(1, sizeof *s);
     if (!s) {
         qkv_error_set(QKV_ERR_NOMEM, "lstm_seq2seq decode: out of memory");
@@ -210,13 +211,13 @@ static qkv_s2s_state *lstm_start(const void *model, const int32_t *src, const in
         s->c[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, cn, l), 0, row_src));
         if (!s->h[l] || !s->c[l]) goto fail;
     }
-    return (qkv_s2s_state *)s;
+    return (qkv_decoder_state *)s;
 fail:
-    lstm_free((qkv_s2s_state *)s);
+    lstm_free((qkv_decoder_state *)s);
     return NULL;
 }
 
-static qkv_status lstm_step(qkv_s2s_state *st, const int32_t *tokens, float *logprobs, float *attn) {
+static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float *logprobs, float *attn) {
     lstm_state *s = (lstm_state *)st;
     const qkv_lstm_s2s *m = s->m;
     qkv_ctx *w = s->work;
@@ -250,7 +251,7 @@ static qkv_status lstm_step(qkv_s2s_state *st, const int32_t *tokens, float *log
     return QKV_OK;
 }
 
-static qkv_status lstm_reorder(qkv_s2s_state *st, const int32_t *from) {
+static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from) {
     lstm_state *s = (lstm_state *)st;
     qkv_ctx_reset(s->work);
     for (int r = 0; r < s->rows; r++)
@@ -268,15 +269,25 @@ static qkv_status lstm_reorder(qkv_s2s_state *st, const int32_t *from) {
     return QKV_OK;
 }
 
-qkv_s2s_decoder qkv_lstm_s2s_decoder(const qkv_lstm_s2s *m) {
-    return (qkv_s2s_decoder){.model = m, .vocab = m->cfg.tgt_vocab, .start = lstm_start, .step = lstm_step,
-                             .reorder = lstm_reorder, .free = lstm_free};
+static void lstm_info(const qkv_model *model, qkv_decoder_info *out) {
+    const qkv_lstm_s2s *m = (const qkv_lstm_s2s *)model;
+    *out = (qkv_decoder_info){.vocab = m->cfg.tgt_vocab, .capacity = 0, .log_probs = true, .needs_source = true,
+                              .source_attention = true, .start_token = -1};
+}
+
+static const qkv_decoder_ops lstm_decoder_ops = {
+    .info = lstm_info, .start = lstm_start, .step = lstm_step, .reorder = lstm_reorder, .free = lstm_free};
+
+qkv_decoder qkv_lstm_s2s_decoder(const qkv_lstm_s2s *m) {
+    qkv_decoder d = {.ops = &lstm_decoder_ops, .model = (const qkv_model *)m};
+    lstm_info(d.model, &d.info);
+    return d;
 }
 
 /* ---- the "lstm_seq2seq" model type ---- */
 
 typedef struct lstm_model {
-    qkv_lstm_s2s m; /* first: qkv_seq2seq_decoder_of casts */
+    qkv_lstm_s2s m; /* first: the decoder's functions cast a model to it */
 } lstm_model;
 
 static qkv_model *lstm_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
@@ -329,6 +340,7 @@ static qkv_tensor *lstm_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_
         /* [B, T, S] as one head: [B, 1, T, S] */
         maps->n_layers = 1;
         maps->kind[0] = "cross";
+        snprintf(maps->name[0], sizeof maps->name[0], "attention");
         maps->weights[0] = qkv_reshape(ctx, w, QKV_DIMS(w->shape[0], 1, w->shape[1], w->shape[2]));
     }
     return logits;
@@ -352,19 +364,5 @@ const qkv_model_type qkv_model_lstm_seq2seq = {
     .loss = lstm_model_loss,
     .forward = lstm_model_forward,
     .embeddings = embeddings,
+    .decoder = &lstm_decoder_ops,
 };
-
-extern const qkv_model_type qkv_model_transformer_seq2seq;
-
-bool qkv_seq2seq_decoder_of(const struct qkv_model_type *type, struct qkv_model *m, qkv_s2s_decoder *out) {
-    if (!type || !m || !out) return false;
-    if (type == &qkv_model_lstm_seq2seq) {
-        *out = qkv_lstm_s2s_decoder((const qkv_lstm_s2s *)m);
-        return true;
-    }
-    if (type == &qkv_model_transformer_seq2seq) {
-        *out = qkv_tf_s2s_decoder((const qkv_tf_s2s *)m);
-        return true;
-    }
-    return false;
-}

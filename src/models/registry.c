@@ -49,3 +49,21 @@ const qkv_model_type *qkv_model_type_find(const char *name) {
 }
 
 const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t) { return t ? t->embeddings : NULL; }
+
+qkv_model_info qkv_model_type_info(const qkv_model_type *t, const qkv_model *m) {
+    qkv_model_info info = {0};
+    if (t && m && t->info) t->info(m, &info);
+    return info;
+}
+
+qkv_status qkv_model_decoder(const qkv_model_type *t, const qkv_model *m, qkv_decoder *out) {
+    if (!t || !m || !out) return qkv_error_set(QKV_ERR_INVALID, "decoder: no model");
+    memset(out, 0, sizeof *out);
+    if (!t->decoder)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "model type '%s' cannot generate text (it has no incremental "
+                             "decoder)", t->name);
+    out->ops = t->decoder;
+    out->model = m;
+    t->decoder->info(m, &out->info);
+    return QKV_OK;
+}

@@ -62,6 +62,7 @@ struct qkv_rnnlm_decoder {
     const qkv_rnnlm *m;
     int batch;
     float *h, *c;  /* [n_layers, batch, d] each */
+    float *moved;  /* [batch, d] scratch of reorder */
     qkv_ctx *ctx;  /* grad off; reset every step, so a step allocates nothing after the first */
 };
 
@@ -75,9 +76,10 @@ qkv_rnnlm_decoder *qkv_rnnlm_decoder_new(const qkv_rnnlm *m, int batch) {
     if (d) {
         d->h = calloc(n, sizeof(float));
         d->c = calloc(n, sizeof(float));
+        d->moved = malloc(sizeof(float) * (size_t)batch * (size_t)m->cfg.d_model);
         d->ctx = qkv_ctx_new();
     }
-    if (!d || !d->h || !d->c || !d->ctx) {
+    if (!d || !d->h || !d->c || !d->moved || !d->ctx) {
         qkv_rnnlm_decoder_free(d);
         qkv_error_set(QKV_ERR_NOMEM, "rnnlm decoder: out of memory");
         return NULL;
@@ -93,6 +95,7 @@ void qkv_rnnlm_decoder_free(qkv_rnnlm_decoder *d) {
     if (!d) return;
     free(d->h);
     free(d->c);
+    free(d->moved);
     qkv_ctx_free(d->ctx);
     free(d);
 }
@@ -144,6 +147,54 @@ qkv_status qkv_rnnlm_decoder_step(qkv_rnnlm_decoder *d, const int32_t *tokens, f
     memcpy(logprobs, lp->data, sizeof(float) * (size_t)(B * V));
     return QKV_OK;
 }
+
+qkv_status qkv_rnnlm_decoder_reorder(qkv_rnnlm_decoder *d, const int32_t *from) {
+    int64_t B = d->batch, D = d->m->cfg.d_model;
+    for (int64_t b = 0; b < B; b++)
+        if (from[b] < 0 || from[b] >= B)
+            return qkv_error_set(QKV_ERR_RANGE, "rnnlm decoder: reorder row %d outside [0, %lld)", (int)from[b],
+                                 (long long)B);
+    size_t row = sizeof(float) * (size_t)D;
+    for (int l = 0; l < d->m->cfg.n_layers; l++)
+        for (int which = 0; which < 2; which++) {
+            float *s = (which ? d->c : d->h) + (size_t)l * (size_t)(B * D);
+            for (int64_t b = 0; b < B; b++) memcpy(d->moved + b * D, s + from[b] * D, row);
+            memcpy(s, d->moved, row * (size_t)B);
+        }
+    return QKV_OK;
+}
+
+/* The model type's decoder: the one above; a model trained on ShiftRight(text) reads its start id first. */
+static void rnnlm_dec_info(const qkv_model *mm, qkv_decoder_info *out) {
+    const qkv_rnnlm *m = (const qkv_rnnlm *)mm;
+    *out = (qkv_decoder_info){.vocab = m->cfg.vocab_size, .capacity = 0, .log_probs = true,
+                              .start_token = m->cfg.shift_right ? m->cfg.start_id : -1};
+}
+
+static qkv_decoder_state *rnnlm_dec_start(const qkv_model *mm, const int32_t *src, const int32_t *lengths,
+                                          int n_src, int src_len, int rows_per_src, int max_steps) {
+    if (src || lengths || src_len != 0 || n_src < 1 || rows_per_src < 1 || max_steps < 0) {
+        qkv_error_set(QKV_ERR_INVALID, "rnnlm decoder: takes no source and needs >= 1 rows (got %d x %d rows, "
+                      "source length %d, %d steps)", n_src, rows_per_src, src_len, max_steps);
+        return NULL;
+    }
+    return (qkv_decoder_state *)qkv_rnnlm_decoder_new((const qkv_rnnlm *)mm, n_src * rows_per_src);
+}
+
+static qkv_status rnnlm_dec_step(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn) {
+    (void)attn;
+    return qkv_rnnlm_decoder_step((qkv_rnnlm_decoder *)st, tokens, scores);
+}
+
+static qkv_status rnnlm_dec_reorder(qkv_decoder_state *st, const int32_t *from) {
+    return qkv_rnnlm_decoder_reorder((qkv_rnnlm_decoder *)st, from);
+}
+
+static void rnnlm_dec_free(qkv_decoder_state *st) { qkv_rnnlm_decoder_free((qkv_rnnlm_decoder *)st); }
+
+static const qkv_decoder_ops rnnlm_decoder_ops = {
+    .info = rnnlm_dec_info, .start = rnnlm_dec_start, .step = rnnlm_dec_step, .reorder = rnnlm_dec_reorder,
+    .free = rnnlm_dec_free};
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
@@ -253,4 +304,5 @@ const qkv_model_type qkv_model_rnnlm = {
     .loss = rnnlm_loss,
     .forward = rnnlm_fwd,
     .embeddings = embeddings,
+    .decoder = &rnnlm_decoder_ops,
 };

@@ -1,6 +1,7 @@
 /* Encoder-decoder Transformer for translation (torch.nn.Transformer + scaled embeddings, sinusoidal positions and
  * a generator), incremental decoding with cached K/V, and the "transformer_seq2seq" model type. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@ qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tenso
  * written one step at a time) and the cross-attention keys and values of the encoder memory ([rows, H, S, dh],
  * projected once). A step then costs O(t) attention instead of re-running the whole prefix. */
 
-/* The decoder's qkv_s2s_state (beam.h keeps it opaque; each model has its own). */
+/* The decoder's qkv_decoder_state (decoder.h keeps it opaque; each model has its own). */
 typedef struct tf_state {
     const qkv_tf_s2s *m;
     qkv_ctx *keep, *work;
@@ -90,7 +91,7 @@ typedef struct tf_state {
     qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
 } tf_state;
 
-static void tf_free(qkv_s2s_state *st) {
+static void tf_free(qkv_decoder_state *st) {
     tf_state *s = (tf_state *)st;
     if (!s) return;
     qkv_ctx_free(s->keep);
@@ -117,10 +118,11 @@ static qkv_tensor *merge(qkv_ctx *ctx, qkv_tensor *o) {
     return qkv_reshape(ctx, qkv_permute(ctx, o, (const int[]){0, 2, 1, 3}), QKV_DIMS(R, 1, H * dh));
 }
 
-static qkv_s2s_state *tf_start(const void *model, const int32_t *src, const int32_t *lengths, int n_src, int src_len,
+static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, const int32_t *lengths, int n_src, int src_len,
                                int rows_per_src, int max_steps) {
-    const qkv_tf_s2s *m = model;
+    const qkv_tf_s2s *m = (const qkv_tf_s2s *)model; /* a bare struct, or the first member of tf_model */
     int64_t d = m->cfg.block.d_model, H = m->cfg.block.nhead;
+    if (max_steps == 0) max_steps = (int)m->cfg.max_len;
     if (max_steps < 1 || max_steps > m->cfg.max_len || src_len > m->cfg.max_len) {
         qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: %d steps / source length %d exceed max_len %lld",
                       max_steps, src_len, (long long)m->cfg.max_len);
@@ -165,9 +167,9 @@ static qkv_s2s_state *tf_start(const void *model, const int32_t *src, const int3
             qkv_tensor_copy(s->cv[l], vv))
             goto fail;
     }
-    return (qkv_s2s_state *)s;
+    return (qkv_decoder_state *)s;
 fail:
-    tf_free((qkv_s2s_state *)s);
+    tf_free((qkv_decoder_state *)s);
     return NULL;
 }
 
@@ -206,7 +208,7 @@ static qkv_tensor *ffn(qkv_ctx *w, const qkv_nn_decoder_layer *L, qkv_tensor *x)
                                                                  qkv_nn_linear_forward(w, &L->linear1, x)));
 }
 
-static qkv_status tf_step(qkv_s2s_state *st, const int32_t *tokens, float *logprobs, float *attn) {
+static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *logprobs, float *attn) {
     tf_state *s = (tf_state *)st;
     const qkv_tf_s2s *m = s->m;
     qkv_ctx *w = s->work;
@@ -249,7 +251,7 @@ static qkv_status tf_step(qkv_s2s_state *st, const int32_t *tokens, float *logpr
     return QKV_OK;
 }
 
-static qkv_status tf_reorder(qkv_s2s_state *st, const int32_t *from) {
+static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from) {
     tf_state *s = (tf_state *)st;
     qkv_ctx_reset(s->work);
     for (int r = 0; r < s->rows; r++)
@@ -270,15 +272,25 @@ static qkv_status tf_reorder(qkv_s2s_state *st, const int32_t *from) {
     return rc;
 }
 
-qkv_s2s_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m) {
-    return (qkv_s2s_decoder){.model = m, .vocab = m->cfg.tgt_vocab, .start = tf_start, .step = tf_step,
-                             .reorder = tf_reorder, .free = tf_free};
+static void tf_info(const qkv_model *model, qkv_decoder_info *out) {
+    const qkv_tf_s2s *m = (const qkv_tf_s2s *)model;
+    *out = (qkv_decoder_info){.vocab = m->cfg.tgt_vocab, .capacity = m->cfg.max_len, .log_probs = true,
+                              .needs_source = true, .source_attention = true, .start_token = -1};
+}
+
+static const qkv_decoder_ops tf_decoder_ops = {
+    .info = tf_info, .start = tf_start, .step = tf_step, .reorder = tf_reorder, .free = tf_free};
+
+qkv_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m) {
+    qkv_decoder d = {.ops = &tf_decoder_ops, .model = (const qkv_model *)m};
+    tf_info(d.model, &d.info);
+    return d;
 }
 
 /* ---- the "transformer_seq2seq" model type ---- */
 
 typedef struct tf_model {
-    qkv_tf_s2s m; /* first: qkv_seq2seq_decoder_of casts */
+    qkv_tf_s2s m; /* first: the decoder's functions cast a model to it */
 } tf_model;
 
 static qkv_model *tf_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
@@ -353,14 +365,17 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
     if (maps && logits) {
         memset(maps, 0, sizeof *maps);
         for (int l = 0; l < nl; l++) {
+            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d cross", l + 1);
             maps->kind[maps->n_layers] = "cross";
             maps->weights[maps->n_layers++] = cross[l];
         }
         for (int l = 0; l < ne; l++) {
+            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "encoder %d self", l + 1);
             maps->kind[maps->n_layers] = "self";
             maps->weights[maps->n_layers++] = enc[l];
         }
         for (int l = 0; l < nl; l++) {
+            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d self", l + 1);
             maps->kind[maps->n_layers] = "causal";
             maps->weights[maps->n_layers++] = dec[l];
         }
@@ -370,6 +385,10 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
 
 static qkv_tensor *tf_model_loss(qkv_ctx *ctx, qkv_model *model, const qkv_batch *b) {
     return s2s_masked_loss(ctx, tf_model_forward(ctx, model, b, NULL), b);
+}
+
+static void tf_model_info(const qkv_model *model, qkv_model_info *out) {
+    out->max_positions = ((const tf_model *)model)->m.cfg.max_len;
 }
 
 /* share_embeddings makes one "emb.weight" instead of the source and target pair; absent entries are skipped. */
@@ -390,4 +409,6 @@ const qkv_model_type qkv_model_transformer_seq2seq = {
     .loss = tf_model_loss,
     .forward = tf_model_forward,
     .embeddings = embeddings,
+    .decoder = &tf_decoder_ops,
+    .info = tf_model_info,
 };

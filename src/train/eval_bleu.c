@@ -8,7 +8,7 @@
 #include "qkv/config.h"
 #include "qkv/beam.h"
 #include "qkv/metrics.h"
-#include "qkv/seq2seq.h"
+#include "qkv/decoder.h"
 #include "train_internal.h"
 
 /* Tokens of ids joined by spaces (malloc'd). */
@@ -53,9 +53,10 @@ static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
  * (cached state, one token per step), exactly as `qkv translate` decodes greedily: pad and <s> are never produced. */
 static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap, int32_t *hyp) {
     const task *t = &r->task;
-    qkv_s2s_decoder dec;
-    if (!qkv_seq2seq_decoder_of(r->type, r->model, &dec))
-        return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU: model type '%s' has no incremental decoder", r->type->name);
+    qkv_decoder dec;
+    if (qkv_model_decoder(r->type, r->model, &dec) != QKV_OK || !dec.info.needs_source)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU: model type '%s' has no incremental decoder from a source",
+                             r->type->name);
     int64_t S = 1;
     for (int64_t i = 0; i < B; i++)
         if (s->ex[idx[i]].n > S) S = s->ex[idx[i]].n;

@@ -1,4 +1,4 @@
-/* qkv generate: continue a prompt with a trained language model (gpt: KV cache; rnnlm: carried state). */
+/* qkv generate: continue a prompt with a trained language model through its type's incremental decoder. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +13,7 @@ static void help(FILE *out) {
             "usage: qkv generate --run DIR [--prompt TEXT | TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
             "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n"
             "                    [--view PAGE.html]\n\n"
-            "Continues the prompt with the run's language model (gpt or rnnlm), printing tokens as they come.\n"
+            "Continues the prompt with the run's language model, printing tokens as they come.\n"
             "Temperature 0 (the default) is greedy decoding; --top-k / --top-p restrict sampling to the k most\n"
             "likely tokens / the smallest set with probability p. A seed reproduces a sample. Generation stops\n"
             "after --max-tokens (default 200) or when the model's context is full.\n"
@@ -86,9 +86,10 @@ static int run(int argc, char **argv) {
     size_t n = 0;
     stream s = {.r = r};
     qkv_lm_decoder *d = NULL;
-    if (strcmp(qkv_run_model_type(r)->task, "lm")) {
-        rc = cli_error("generate", CLI_INPUT, "%s: model type '%s' is not a language model (gpt, rnnlm)", dir,
-                       qkv_run_model_type(r)->name);
+    qkv_decoder dec;
+    if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) != QKV_OK || dec.info.needs_source) {
+        rc = cli_error("generate", CLI_INPUT, "%s: model type '%s' (task %s) is not a language model that can "
+                       "generate", dir, qkv_run_model_type(r)->name, qkv_run_model_type(r)->task);
         goto done;
     }
     if (view && run_view_check_attention(r) != QKV_OK) { /* before generating: fail fast */

@@ -5,7 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/beam.h"
-#include "qkv/seq2seq.h"
+#include "qkv/decoder.h"
 #include "qkv/train.h"
 #include "run_view.h"
 
@@ -88,8 +88,8 @@ static int run(int argc, char **argv) {
     cli_lines *lines = NULL;
     run_view_pair *pairs = NULL; /* --view: each line's source ids and best translation (owned copies) */
     size_t n_pairs = 0;
-    qkv_s2s_decoder dec;
-    if (!qkv_seq2seq_decoder_of(qkv_run_model_type(r), qkv_run_model(r), &dec)) {
+    qkv_decoder dec;
+    if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) != QKV_OK || !dec.info.needs_source) {
         rc = cli_error("translate", CLI_INPUT, "%s: model type '%s' is not a translation model", dir,
                        qkv_run_model_type(r)->name);
         goto done;

@@ -13,9 +13,9 @@ static void help(FILE *out) {
             "text (the arguments, else one per line of standard input): the model's prediction, the words\n"
             "highlighted by the attention from the classifying token (per layer and averaged), per-layer and\n"
             "per-head attention heatmaps with token labels, and the run's loss and metric curves.\n"
-            "For a translation run (lstm_seq2seq, transformer_seq2seq) each text is a source sentence: it is\n"
+            "For a translation run (a seq2seq model) each text is a source sentence: it is\n"
             "translated greedily and the page shows the alignments (rows: target tokens, columns: source\n"
-            "tokens), as qkv translate --view does. For a language model run (gpt) each text is shown whole\n"
+            "tokens), as qkv translate --view does. For a language model run each text is shown whole\n"
             "with its causal maps, the last token's row highlighted (qkv generate --view shows generated text).\n"
             "--svg DIR also writes each heatmap (averaged over heads) as a standalone SVG (classifiers).\n"
             "Default page: DIR/viewer.html. The best checkpoint is used unless --checkpoint is given.\n");

@@ -6,9 +6,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "qkv/gpt.h"
+#include "qkv/beam.h"
+#include "qkv/decoder.h"
 #include "qkv/ops.h"
-#include "qkv/seq2seq.h"
 #include "qkv/viz.h"
 
 /* ---- one forward with the attention maps, copied out of its context ---------------------------------------- */
@@ -16,6 +16,7 @@
 /* A captured map: [heads, rows, cols] floats (malloc'd). */
 typedef struct view_map {
     const char *kind; /* "self", "causal", "cross" (static strings of the model) */
+    char name[QKV_ATTENTION_MAP_NAME]; /* the model's name for it, "" when it gave none */
     int heads, rows, cols;
     float *w;
 } view_map;
@@ -76,6 +77,7 @@ static qkv_status forward_maps(qkv_run *r, const int32_t *src, int64_t S, const 
         qkv_tensor *c = qkv_contiguous(ctx, w);
         view_map *m = &out->m[out->n];
         m->kind = maps.kind[k] ? maps.kind[k] : "self";
+        snprintf(m->name, sizeof m->name, "%s", maps.name[k]);
         m->heads = w->ndim == 4 ? (int)w->shape[1] : 1;
         m->rows = (int)w->shape[w->ndim - 2];
         m->cols = (int)w->shape[w->ndim - 1];
@@ -251,8 +253,7 @@ int run_view_write(qkv_run *r, const char *run_dir, const char *const *texts, in
 
 /* Longest sequence the model takes in one forward (0 = no limit known). */
 static int64_t model_context(qkv_run *r) {
-    if (qkv_run_model_type(r) == &qkv_model_gpt) return ((const qkv_gpt *)qkv_run_model(r))->cfg.n_ctx;
-    return 0;
+    return qkv_model_type_info(qkv_run_model_type(r), qkv_run_model(r)).max_positions;
 }
 
 /* What one text of a causal self-attention page owns (the example borrows from it). */
@@ -285,7 +286,8 @@ static qkv_status text_view_make(qkv_run *r, const int32_t *ids, int n, char **l
         if (m->rows != n || m->cols != n)
             return qkv_error_set(QKV_ERR_INVALID, "viewer: map %d is %d x %d for %d tokens", k + 1, m->rows, m->cols,
                                  n);
-        snprintf(p->names[k], sizeof p->names[k], "layer %d", k + 1);
+        if (m->name[0]) snprintf(p->names[k], sizeof p->names[k], "%s", m->name);
+        else snprintf(p->names[k], sizeof p->names[k], "layer %d", k + 1);
         p->maps[k] = (qkv_viz_map){.name = p->names[k], .kind = m->kind, .n_heads = m->heads, .n_rows = n,
                                    .n_cols = n, .weights = m->w, .row_labels = (const char *const *)labels,
                                    .highlight = true};
@@ -384,7 +386,6 @@ static qkv_status pair_view_make(qkv_run *r, const run_view_pair *pr, pair_view 
     if (st == QKV_OK && p->T > 0) st = forward_maps(r, pr->src, p->S, in, p->T, &p->v);
     free(in);
     if (st) return st;
-    bool lstm = !strcmp(qkv_run_model_type(r)->name, "lstm_seq2seq");
     int count[3] = {0, 0, 0}; /* cross, self, causal */
     for (int k = 0; k < p->v.n; k++) {
         const view_map *m = &p->v.m[k];
@@ -395,7 +396,7 @@ static qkv_status pair_view_make(qkv_run *r, const run_view_pair *pr, pair_view 
                                  m->rows, m->cols, rows, cols);
         int which = cross ? 0 : causal ? 2 : 1;
         count[which]++;
-        if (lstm) snprintf(p->names[k], sizeof p->names[k], "attention");
+        if (m->name[0]) snprintf(p->names[k], sizeof p->names[k], "%s", m->name);
         else snprintf(p->names[k], sizeof p->names[k], "%s %d %s", which == 1 ? "encoder" : "decoder", count[which],
                       which == 0 ? "cross" : "self");
         p->maps[k] = (qkv_viz_map){.name = p->names[k], .kind = m->kind, .n_heads = m->heads, .n_rows = rows,
@@ -427,8 +428,8 @@ int run_view_write_pairs(qkv_run *r, const char *run_dir, const run_view_pair *p
 
 int run_view_write_translations(qkv_run *r, const char *run_dir, const char *const *texts, int n,
                                 const char *out_html) {
-    qkv_s2s_decoder dec;
-    if (!qkv_seq2seq_decoder_of(qkv_run_model_type(r), qkv_run_model(r), &dec))
+    qkv_decoder dec;
+    if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) != QKV_OK || !dec.info.needs_source)
         return qkv_error_set(QKV_ERR_INVALID, "viewer: %s is not a translation model", qkv_run_model_type(r)->name);
     qkv_decode_opts o = qkv_decode_defaults();
     int64_t src_max;
