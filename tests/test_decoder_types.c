@@ -1,5 +1,6 @@
 /* Every registered model type, seen only through its qkv_model_type: a type with an incremental decoder (decoder.h)
- * decodes several rows at once, with a reorder (rows repeated and dropped, across sources), and every row's scores
+ * decodes several rows at once, with reorders (rows repeated, dropped, moved across sources, the batch compacted and
+ * fanned out again), and every row's scores
  * equal both a one-row decoder fed the same history and the model's full forward over that history; a type without
  * one (a classifier) says so clearly when asked to generate. */
 #include <math.h>
@@ -141,17 +142,27 @@ static void check_decoder(const built *b, const qkv_decoder *d) {
     if (!st) return;
     float *scores = malloc(sizeof(float) * (size_t)(ROWS * V)), *ref = malloc(sizeof(float) * (size_t)V);
     float *fwd = malloc(sizeof(float) * (size_t)V), attn[ROWS * S], ref_attn[S];
-    int32_t hist[ROWS][STEPS], moved[ROWS][STEPS], tok[ROWS], src_of[ROWS], src_moved[ROWS];
-    const int32_t from[ROWS] = {3, 0, 0, 2}; /* row 1 is dropped, row 0 repeated, rows cross sources */
+    int32_t hist[ROWS][STEPS] = {{0}}, moved[ROWS][STEPS], tok[ROWS], src_of[ROWS], src_moved[ROWS];
+    /* After step `at`, the state goes to n rows, row i taking old row from[i]. */
+    static const struct {
+        int at, n;
+        int32_t from[ROWS];
+    } plan[] = {
+        {0, 2, {0, 2}},       /* compact: one row per source */
+        {1, 4, {0, 0, 1, 1}}, /* fan out again, as a beam grows from one row */
+        {2, 4, {3, 0, 0, 2}}, /* row 1 dropped, row 0 repeated, rows cross sources */
+        {4, 3, {2, 0, 1}},    /* compact */
+    };
+    int R = ROWS, next = 0;
     for (int r = 0; r < ROWS; r++) src_of[r] = r / PER_SRC;
     double worst_row = 0, worst_fwd = 0, worst_attn = 0;
     for (int t = 0; t < STEPS; t++) {
-        for (int r = 0; r < ROWS; r++) {
+        for (int r = 0; r < R; r++) {
             int32_t first = d->info.needs_source ? 1 : d->info.start_token >= 0 ? d->info.start_token : 3 + r;
             tok[r] = hist[r][t] = t == 0 ? first : 3 + (int32_t)((r * 7 + t * 5) % (V - 3));
         }
         CHECK_OK(d->ops->step(st, tok, scores, d->info.source_attention ? attn : NULL));
-        for (int r = 0; r < ROWS; r++) {
+        for (int r = 0; r < R; r++) {
             const float *row = scores + (int64_t)r * V;
             if (one_row(d, src_of[r], hist[r], t + 1, ref, d->info.source_attention ? ref_attn : NULL) == QKV_OK)
                 worst_row = fmax(worst_row, max_diff(row, ref, V));
@@ -168,23 +179,27 @@ static void check_decoder(const built *b, const qkv_decoder *d) {
                 CHECKF(fabs(sum - 1.0) < 1e-5, "%s: attention of row %d sums to %g", name, r, sum);
             }
         }
-        if (t == 2) {
-            for (int r = 0; r < ROWS; r++) {
+        if (next < (int)(sizeof plan / sizeof plan[0]) && plan[next].at == t) {
+            const int32_t *from = plan[next].from;
+            R = plan[next++].n;
+            for (int r = 0; r < R; r++) {
                 memcpy(moved[r], hist[from[r]], sizeof moved[r]);
                 src_moved[r] = src_of[from[r]];
             }
             memcpy(hist, moved, sizeof hist);
             memcpy(src_of, src_moved, sizeof src_of);
-            CHECK_OK(d->ops->reorder(st, from));
+            CHECK_OK(d->ops->reorder(st, from, R));
         }
     }
-    printf("  %-22s %d rows, %d steps: max |diff| vs one row %.3g, vs full forward %.3g, attention %.3g\n", name,
-           ROWS, STEPS, worst_row, worst_fwd, worst_attn);
+    printf("  %-22s %d rows, %d steps, 4 reorders: max |diff| vs one row %.3g, vs full forward %.3g, "
+           "attention %.3g\n", name, ROWS, STEPS, worst_row, worst_fwd, worst_attn);
     CHECKF(worst_row < 1e-5, "%s: batched rows differ from one-row decoding by %g", name, worst_row);
     CHECKF(worst_fwd < 1e-5, "%s: decoding differs from the full forward by %g", name, worst_fwd);
     CHECKF(worst_attn < 1e-5, "%s: batched attention differs by %g", name, worst_attn);
-    const int32_t bad_from[ROWS] = {0, 1, 2, ROWS};
-    CHECKF(d->ops->reorder(st, bad_from) == QKV_ERR_RANGE, "%s: reorder out of range accepted", name);
+    const int32_t bad_from[ROWS + 1] = {0, 1, 2, R, 0};
+    CHECKF(d->ops->reorder(st, bad_from, R + 1) == QKV_ERR_RANGE, "%s: reorder out of range accepted", name);
+    CHECKF(d->ops->reorder(st, bad_from, ROWS + 1) == QKV_ERR_RANGE, "%s: reorder beyond the prepared rows", name);
+    CHECKF(d->ops->reorder(st, bad_from, 0) == QKV_ERR_RANGE, "%s: reorder to no rows accepted", name);
     d->ops->free(st);
     free(scores);
     free(ref);

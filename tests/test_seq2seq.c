@@ -116,7 +116,7 @@ static void check_incremental(const qkv_decoder *d, qkv_tensor *logits, qkv_tens
             for (int r = 0; r < R; r++) from[r] = (r + 3) % R;
             for (int r = 0; r < R; r++) moved[r] = of[from[r]];
             memcpy(of, moved, sizeof of);
-            CHECK_OK(d->ops->reorder(st, from));
+            CHECK_OK(d->ops->reorder(st, from, R));
         }
     }
     printf("  incremental decoding: max |logprob diff| %.3g, max |attention diff| %.3g\n", worst, worst_a);

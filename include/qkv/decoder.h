@@ -4,8 +4,9 @@
  * A model type that can generate points its qkv_model_type.decoder (model.h) at a qkv_decoder_ops table; NULL means
  * the model cannot generate (a classifier). The table works on rows: start() prepares `rows` independent decoding
  * rows at once, step() feeds one token to every row and returns each row's next-token scores [rows, V], reorder()
- * permutes rows (beam search keeps its surviving hypotheses), free() releases the state. Every model carries what a
- * step needs to continue without recomputing the prefix (a Transformer's K/V cache, a recurrent network's state).
+ * gathers rows (beam search keeps its surviving hypotheses; batched decoding drops finished rows), free() releases
+ * the state. Every model carries what a step needs to continue without recomputing the prefix (a Transformer's K/V
+ * cache, a recurrent network's state).
  *
  *   seq2seq (info.needs_source): start() encodes n_src source sentences once; rows_per_src consecutive rows belong
  *            to each source. The caller feeds its vocabulary's BOS as every row's first token.
@@ -61,8 +62,11 @@ typedef struct qkv_decoder_ops {
     /* One step: tokens[rows] -> scores [rows, V] (see info.log_probs) and, if attn is non-NULL and the model has
      * source attention, attention over the source [rows, src_len] (otherwise attn is not written). */
     qkv_status (*step)(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn);
-    /* Row i becomes old row from[i] (each from[i] in [0, rows); rows may repeat or vanish). */
-    qkv_status (*reorder)(qkv_decoder_state *st, const int32_t *from);
+    /* The state then holds n_rows rows (1 <= n_rows <= the rows start() prepared): row i becomes old row from[i]
+     * (each from[i] in [0, current rows); rows may repeat or vanish). n_rows below the current count compacts the
+     * batch (finished rows stop costing compute); above it, rows fan out (one row per source growing into a beam).
+     * Later steps take n_rows tokens. */
+    qkv_status (*reorder)(qkv_decoder_state *st, const int32_t *from, int n_rows);
     void (*free)(qkv_decoder_state *st);
 } qkv_decoder_ops;
 

@@ -83,9 +83,11 @@ int64_t qkv_gpt_decoder_pos(const qkv_gpt_decoder *d);
 /* Feed tokens[0..batch) at the next position; logits [batch, V] receive that position's output. Error (nothing
  * changed) when the context is full or a token is out of range. */
 qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float *logits);
-/* Sequence b becomes old sequence from[b] (each in [0, batch)): beam search keeps its surviving hypotheses. Only
- * the cached positions move. Error (nothing changed) on an index out of range. */
-qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from);
+/* The decoder then holds n_rows sequences (1..the batch it was made for): sequence b becomes old sequence from[b]
+ * (each in [0, current count)); beam search keeps its surviving hypotheses, batched decoding drops finished ones.
+ * Only the cached positions move. Later steps take n_rows tokens. Error (nothing changed) on an index out of
+ * range. */
+qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int n_rows);
 
 /* The model type registered as "gpt" (task "lm"). Its create() returns a qkv_model that is a qkv_gpt; its decoder
  * (decoder.h) is this KV-cached one, with raw logits as scores and n_ctx as capacity. */

@@ -56,8 +56,9 @@ void qkv_rnnlm_decoder_free(qkv_rnnlm_decoder *d);
 void qkv_rnnlm_decoder_reset(qkv_rnnlm_decoder *d); /* zero state */
 /* Feed tokens[0..batch) as the next inputs; log-probabilities [batch, V] of the following token. */
 qkv_status qkv_rnnlm_decoder_step(qkv_rnnlm_decoder *d, const int32_t *tokens, float *logprobs);
-/* Sequence b becomes old sequence from[b] (each in [0, batch)); error (nothing changed) on an index out of range. */
-qkv_status qkv_rnnlm_decoder_reorder(qkv_rnnlm_decoder *d, const int32_t *from);
+/* The decoder then holds n_rows sequences (1..the batch it was made for): sequence b becomes old sequence from[b]
+ * (each in [0, current count)). Later steps take n_rows tokens. Error (nothing changed) on an index out of range. */
+qkv_status qkv_rnnlm_decoder_reorder(qkv_rnnlm_decoder *d, const int32_t *from, int n_rows);
 
 /* The registered "rnnlm" type's decoder (decoder.h) is this one: log-probabilities as scores, no capacity limit,
  * and cfg.start_id as start token when cfg.shift_right. */

@@ -332,7 +332,7 @@ qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len
         live = next;
         next = tmp;
         n_live = n_next;
-        if (n_live > 0 && t + 1 < o->max_len && (status = d->ops->reorder(st, from))) goto done;
+        if (n_live > 0 && t + 1 < o->max_len && (status = d->ops->reorder(st, from, K))) goto done;
         /* Stop once no live hypothesis can still enter the n-best: its normalised score can at most reach
          * logprob / lp(max_len) since log-probabilities only fall and the penalty only grows. */
         double worst = nth_best(&fin, o->n_best), bound = -INFINITY;

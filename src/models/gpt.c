@@ -167,7 +167,7 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
 
 struct qkv_gpt_decoder {
     const qkv_gpt *m;
-    int batch;
+    int batch, cap;   /* rows now, rows the cache holds (reorder can drop and fan out rows) */
     int64_t pos;
     float *k, *v;   /* [L, batch, H, n_ctx, dh] */
     float *scores;  /* [n_ctx] per (sequence, head) in turn */
@@ -195,7 +195,7 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
         return NULL;
     }
     d->m = m;
-    d->batch = batch;
+    d->batch = d->cap = batch;
     qkv_ctx_set_grad(d->ctx, false);
     qkv_ctx_set_training(d->ctx, false);
     return d;
@@ -289,7 +289,7 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
         for (int64_t e = 0; e < D; e++)
             xs[b * D + e] = qkv_f32(m->wte)[tokens[b] * D + e] + qkv_f32(m->wpe)[pos * D + e];
     float scale = 1.0f / sqrtf((float)dh);
-    size_t layer_stride = (size_t)Bn * (size_t)N * (size_t)D;
+    size_t layer_stride = (size_t)d->cap * (size_t)N * (size_t)D;
     for (int l = 0; l < c->n_layers; l++) {
         const qkv_gpt_block *blk = &m->h[l];
         qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
@@ -323,14 +323,17 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
     return QKV_OK;
 }
 
-qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from) {
+qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int n_rows) {
     const qkv_gpt_config *c = &d->m->cfg;
-    int Bn = d->batch;
+    int Bn = n_rows;
+    if (n_rows < 1 || n_rows > d->cap)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder to %d rows (the cache holds 1..%d)", n_rows, d->cap);
     for (int b = 0; b < Bn; b++)
-        if (from[b] < 0 || from[b] >= Bn)
-            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder row %d outside [0, %d)", (int)from[b], Bn);
+        if (from[b] < 0 || from[b] >= d->batch)
+            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder row %d outside [0, %d)", (int)from[b],
+                                 d->batch);
     int64_t H = c->n_heads, dh = c->d_model / H, N = c->n_ctx;
-    size_t block = (size_t)N * (size_t)dh, layer = (size_t)Bn * (size_t)H * block;
+    size_t block = (size_t)N * (size_t)dh, layer = (size_t)d->cap * (size_t)H * block;
     if (!d->moved && !(d->moved = malloc(sizeof(float) * layer)))
         return qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a reorder");
     /* Rows of one layer's K (then V) gather into the scratch and copy back: positions past pos hold nothing. */
@@ -343,6 +346,7 @@ qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from) {
                     memcpy(d->moved + ((size_t)b * H + h) * block, cache + ((size_t)from[b] * H + h) * block, used);
             for (size_t i = 0; i < (size_t)Bn * H; i++) memcpy(cache + i * block, d->moved + i * block, used);
         }
+    d->batch = n_rows;
     return QKV_OK;
 }
 
@@ -371,8 +375,8 @@ static qkv_status gpt_dec_step(qkv_decoder_state *st, const int32_t *tokens, flo
     return qkv_gpt_decoder_step((qkv_gpt_decoder *)st, tokens, scores);
 }
 
-static qkv_status gpt_dec_reorder(qkv_decoder_state *st, const int32_t *from) {
-    return qkv_gpt_decoder_reorder((qkv_gpt_decoder *)st, from);
+static qkv_status gpt_dec_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
+    return qkv_gpt_decoder_reorder((qkv_gpt_decoder *)st, from, n_rows);
 }
 
 static void gpt_dec_free(qkv_decoder_state *st) { qkv_gpt_decoder_free((qkv_gpt_decoder *)st); }

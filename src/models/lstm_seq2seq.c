@@ -154,10 +154,24 @@ qkv_tensor *qkv_lstm_s2s_forward(qkv_ctx *ctx, const qkv_lstm_s2s *m, qkv_tensor
 typedef struct lstm_state {
     const qkv_lstm_s2s *m;
     qkv_ctx *keep, *work;
-    int rows, S;
+    int rows, cap, S;            /* rows now, rows prepared by start (reorder drops and fans out rows) */
     qkv_tensor *henc, *pad;      /* [rows, S, H], [rows, S] */
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
+    qkv_tensor *full[3 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
 } lstm_state;
+
+/* The state's tensors as slots: henc, pad, feed, then h and c of each layer. */
+static int lstm_slots(lstm_state *s, qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS]) {
+    int n = 0;
+    slot[n++] = &s->henc;
+    slot[n++] = &s->pad;
+    slot[n++] = &s->feed;
+    for (int l = 0; l < s->m->cfg.num_layers; l++) {
+        slot[n++] = &s->h[l];
+        slot[n++] = &s->c[l];
+    }
+    return n;
+}
 
 static void lstm_free(qkv_decoder_state *st) {
     lstm_state *s = (lstm_state *)st;
@@ -185,7 +199,7 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
         return NULL;
     }
     s->m = m;
-    s->rows = n_src * rows_per_src;
+    s->rows = s->cap = n_src * rows_per_src;
     s->S = src_len;
     if (s2s_contexts(&s->keep, &s->work) != QKV_OK) {
         free(s);
@@ -211,6 +225,8 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
         s->c[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, cn, l), 0, row_src));
         if (!s->h[l] || !s->c[l]) goto fail;
     }
+    qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS];
+    for (int i = 0, n = lstm_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
     return (qkv_decoder_state *)s;
 fail:
     lstm_free((qkv_decoder_state *)s);
@@ -251,21 +267,17 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     return QKV_OK;
 }
 
-static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from) {
+static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
     lstm_state *s = (lstm_state *)st;
     qkv_ctx_reset(s->work);
-    for (int r = 0; r < s->rows; r++)
-        if (from[r] < 0 || from[r] >= s->rows)
-            return qkv_error_set(QKV_ERR_RANGE, "decode reorder: row %d out of [0, %d)", from[r], s->rows);
-    qkv_tensor *idx = s2s_ids(s->work, from, s->rows);
+    qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
+    if (rc) return rc;
+    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
     if (!idx) return qkv_last_status();
-    qkv_status rc;
-    if ((rc = s2s_reorder_rows(s->work, s->henc, idx)) || (rc = s2s_reorder_rows(s->work, s->pad, idx)) ||
-        (rc = s2s_reorder_rows(s->work, s->feed, idx)))
-        return rc;
-    for (int l = 0; l < s->m->cfg.num_layers; l++)
-        if ((rc = s2s_reorder_rows(s->work, s->h[l], idx)) || (rc = s2s_reorder_rows(s->work, s->c[l], idx)))
-            return rc;
+    qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS];
+    for (int i = 0, n = lstm_slots(s, slot); i < n; i++)
+        if ((rc = s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, 0))) return rc;
+    s->rows = n_rows;
     return QKV_OK;
 }
 

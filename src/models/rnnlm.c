@@ -60,8 +60,8 @@ qkv_tensor *qkv_rnnlm_forward(qkv_ctx *ctx, const qkv_rnnlm *m, qkv_tensor *inpu
 
 struct qkv_rnnlm_decoder {
     const qkv_rnnlm *m;
-    int batch;
-    float *h, *c;  /* [n_layers, batch, d] each */
+    int batch, cap; /* rows now, rows the state holds (reorder can drop and fan out rows) */
+    float *h, *c;  /* [n_layers, cap, d] each, the first batch rows of each layer in use */
     float *moved;  /* [batch, d] scratch of reorder */
     qkv_ctx *ctx;  /* grad off; reset every step, so a step allocates nothing after the first */
 };
@@ -76,7 +76,7 @@ qkv_rnnlm_decoder *qkv_rnnlm_decoder_new(const qkv_rnnlm *m, int batch) {
     if (d) {
         d->h = calloc(n, sizeof(float));
         d->c = calloc(n, sizeof(float));
-        d->moved = malloc(sizeof(float) * (size_t)batch * (size_t)m->cfg.d_model);
+        d->moved = malloc(sizeof(float) * (size_t)batch * (size_t)m->cfg.d_model); /* batch = cap */
         d->ctx = qkv_ctx_new();
     }
     if (!d || !d->h || !d->c || !d->moved || !d->ctx) {
@@ -85,7 +85,7 @@ qkv_rnnlm_decoder *qkv_rnnlm_decoder_new(const qkv_rnnlm *m, int batch) {
         return NULL;
     }
     d->m = m;
-    d->batch = batch;
+    d->batch = d->cap = batch;
     qkv_ctx_set_grad(d->ctx, false);
     qkv_ctx_set_training(d->ctx, false);
     return d;
@@ -101,7 +101,7 @@ void qkv_rnnlm_decoder_free(qkv_rnnlm_decoder *d) {
 }
 
 void qkv_rnnlm_decoder_reset(qkv_rnnlm_decoder *d) {
-    size_t n = (size_t)d->m->cfg.n_layers * (size_t)d->batch * (size_t)d->m->cfg.d_model;
+    size_t n = (size_t)d->m->cfg.n_layers * (size_t)d->cap * (size_t)d->m->cfg.d_model;
     memset(d->h, 0, n * sizeof(float));
     memset(d->c, 0, n * sizeof(float));
 }
@@ -128,7 +128,7 @@ qkv_status qkv_rnnlm_decoder_step(qkv_rnnlm_decoder *d, const int32_t *tokens, f
     qkv_tensor *x = qkv_nn_embedding_forward(ctx, &m->embedding, ids);
     const qkv_rnn *r = &m->rnn;
     for (int l = 0; l < m->cfg.n_layers && x; l++) {
-        float *hl = d->h + (size_t)l * B * D, *cl = d->c + (size_t)l * B * D;
+        float *hl = d->h + (size_t)l * d->cap * D, *cl = d->c + (size_t)l * d->cap * D;
         qkv_tensor *h = state_tensor(ctx, hl, B, D), *hn = NULL, *cn = NULL;
         if (m->cfg.kind == QKV_RNN_GRU) {
             hn = qkv_gru_cell(ctx, x, h, r->w_ih[l][0], r->w_hh[l][0], r->b_ih[l][0], r->b_hh[l][0]);
@@ -148,19 +148,23 @@ qkv_status qkv_rnnlm_decoder_step(qkv_rnnlm_decoder *d, const int32_t *tokens, f
     return QKV_OK;
 }
 
-qkv_status qkv_rnnlm_decoder_reorder(qkv_rnnlm_decoder *d, const int32_t *from) {
-    int64_t B = d->batch, D = d->m->cfg.d_model;
+qkv_status qkv_rnnlm_decoder_reorder(qkv_rnnlm_decoder *d, const int32_t *from, int n_rows) {
+    int64_t B = n_rows, D = d->m->cfg.d_model;
+    if (n_rows < 1 || n_rows > d->cap)
+        return qkv_error_set(QKV_ERR_RANGE, "rnnlm decoder: reorder to %d rows (the state holds 1..%d)", n_rows,
+                             d->cap);
     for (int64_t b = 0; b < B; b++)
-        if (from[b] < 0 || from[b] >= B)
-            return qkv_error_set(QKV_ERR_RANGE, "rnnlm decoder: reorder row %d outside [0, %lld)", (int)from[b],
-                                 (long long)B);
+        if (from[b] < 0 || from[b] >= d->batch)
+            return qkv_error_set(QKV_ERR_RANGE, "rnnlm decoder: reorder row %d outside [0, %d)", (int)from[b],
+                                 d->batch);
     size_t row = sizeof(float) * (size_t)D;
     for (int l = 0; l < d->m->cfg.n_layers; l++)
         for (int which = 0; which < 2; which++) {
-            float *s = (which ? d->c : d->h) + (size_t)l * (size_t)(B * D);
+            float *s = (which ? d->c : d->h) + (size_t)l * (size_t)d->cap * (size_t)D;
             for (int64_t b = 0; b < B; b++) memcpy(d->moved + b * D, s + from[b] * D, row);
             memcpy(s, d->moved, row * (size_t)B);
         }
+    d->batch = n_rows;
     return QKV_OK;
 }
 
@@ -186,8 +190,8 @@ static qkv_status rnnlm_dec_step(qkv_decoder_state *st, const int32_t *tokens, f
     return qkv_rnnlm_decoder_step((qkv_rnnlm_decoder *)st, tokens, scores);
 }
 
-static qkv_status rnnlm_dec_reorder(qkv_decoder_state *st, const int32_t *from) {
-    return qkv_rnnlm_decoder_reorder((qkv_rnnlm_decoder *)st, from);
+static qkv_status rnnlm_dec_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
+    return qkv_rnnlm_decoder_reorder((qkv_rnnlm_decoder *)st, from, n_rows);
 }
 
 static void rnnlm_dec_free(qkv_decoder_state *st) { qkv_rnnlm_decoder_free((qkv_rnnlm_decoder *)st); }

@@ -89,12 +89,32 @@ static inline qkv_tensor *s2s_masked_loss(qkv_ctx *ctx, qkv_tensor *logits, cons
     return qkv_cross_entropy(ctx, logits, b->targets, &o);
 }
 
-/* In-place reorder of a decoding-state tensor t (a context tensor kept across steps): row i of axis 0 becomes old
- * row idx[i]. Scratch goes to `work`. */
-static inline qkv_status s2s_reorder_rows(qkv_ctx *work, qkv_tensor *t, qkv_tensor *idx) {
-    qkv_tensor *moved = qkv_index_select(work, t, 0, idx);
+/* Gathers the rows of a decoding-state tensor: *view (the first rows of `full` along axis 0) becomes rows idx of
+ * itself, as many as idx holds (at most full's rows). Along axis 1 only the first t1 entries move (0: all), as a
+ * Transformer's self-attention cache is filled only that far. When the row count changes, *view becomes a new view
+ * (in keep) of the first rows of full; scratch goes to work. */
+static inline qkv_status s2s_gather_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tensor *full, qkv_tensor **view,
+                                         qkv_tensor *idx, int64_t t1) {
+    int64_t n = idx->shape[0];
+    qkv_tensor *moved = qkv_index_select(work, t1 > 0 ? qkv_slice(work, *view, 1, 0, t1, 1) : *view, 0, idx);
     if (!moved) return qkv_last_status();
-    return qkv_tensor_copy(t, moved);
+    if (n != (*view)->shape[0]) {
+        qkv_tensor *v = n == full->shape[0] ? full : qkv_slice(keep, full, 0, 0, n, 1);
+        if (!v) return qkv_last_status();
+        *view = v;
+    }
+    qkv_tensor *dst = t1 > 0 ? qkv_slice(work, *view, 1, 0, t1, 1) : *view;
+    return dst ? qkv_tensor_copy(dst, moved) : qkv_last_status();
+}
+
+/* Checks a reorder's row count and indices against the rows a state holds now (rows) and at most (cap). */
+static inline qkv_status s2s_check_reorder(const int32_t *from, int n_rows, int rows, int cap) {
+    if (n_rows < 1 || n_rows > cap)
+        return qkv_error_set(QKV_ERR_RANGE, "decode reorder: %d rows (the state holds 1..%d)", n_rows, cap);
+    for (int r = 0; r < n_rows; r++)
+        if (from[r] < 0 || from[r] >= rows)
+            return qkv_error_set(QKV_ERR_RANGE, "decode reorder: row %d out of [0, %d)", from[r], rows);
+    return QKV_OK;
 }
 
 /* int32 [n] context tensor holding a copy of v. */

@@ -85,11 +85,25 @@ qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tenso
 typedef struct tf_state {
     const qkv_tf_s2s *m;
     qkv_ctx *keep, *work;
-    int rows, S, t, max_steps;
+    int rows, cap, S, t, max_steps;                      /* rows now / prepared by start */
     qkv_tensor *pad;                                     /* [rows, S] */
     qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
     qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
+    qkv_tensor *full[1 + 4 * QKV_NN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
 } tf_state;
+
+/* The state's tensors as slots: pad, then each layer's kc, vc, ck, cv. */
+static int tf_slots(tf_state *s, qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS]) {
+    int n = 0;
+    slot[n++] = &s->pad;
+    for (int l = 0; l < s->m->tf.decoder.num_layers; l++) {
+        slot[n++] = &s->kc[l];
+        slot[n++] = &s->vc[l];
+        slot[n++] = &s->ck[l];
+        slot[n++] = &s->cv[l];
+    }
+    return n;
+}
 
 static void tf_free(qkv_decoder_state *st) {
     tf_state *s = (tf_state *)st;
@@ -133,7 +147,8 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         qkv_error_set(QKV_ERR_NOMEM, "transformer_seq2seq decode: out of memory");
         return NULL;
     }
-    *s = (tf_state){.m = m, .rows = n_src * rows_per_src, .S = src_len, .max_steps = max_steps};
+    *s = (tf_state){.m = m, .rows = n_src * rows_per_src, .cap = n_src * rows_per_src, .S = src_len,
+                    .max_steps = max_steps};
     if (s2s_contexts(&s->keep, &s->work) != QKV_OK) {
         free(s);
         return NULL;
@@ -167,6 +182,8 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
             qkv_tensor_copy(s->cv[l], vv))
             goto fail;
     }
+    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
+    for (int i = 0, n = tf_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
     return (qkv_decoder_state *)s;
 fail:
     tf_free((qkv_decoder_state *)s);
@@ -251,25 +268,22 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
     return QKV_OK;
 }
 
-static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from) {
+static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
     tf_state *s = (tf_state *)st;
     qkv_ctx_reset(s->work);
-    for (int r = 0; r < s->rows; r++)
-        if (from[r] < 0 || from[r] >= s->rows)
-            return qkv_error_set(QKV_ERR_RANGE, "decode reorder: row %d out of [0, %d)", from[r], s->rows);
-    qkv_tensor *idx = s2s_ids(s->work, from, s->rows);
+    qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
+    if (rc) return rc;
+    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
     if (!idx) return qkv_last_status();
-    qkv_status rc = s2s_reorder_rows(s->work, s->pad, idx);
-    for (int l = 0; !rc && l < s->m->tf.decoder.num_layers; l++) {
-        /* only the first t steps of the caches hold anything */
-        qkv_tensor *k = qkv_slice(s->work, s->kc[l], 1, 0, s->t > 0 ? s->t : 1, 1);
-        qkv_tensor *v = qkv_slice(s->work, s->vc[l], 1, 0, s->t > 0 ? s->t : 1, 1);
-        if (!k || !v) return qkv_last_status();
-        if ((rc = s2s_reorder_rows(s->work, k, idx)) || (rc = s2s_reorder_rows(s->work, v, idx)) ||
-            (rc = s2s_reorder_rows(s->work, s->ck[l], idx)) || (rc = s2s_reorder_rows(s->work, s->cv[l], idx)))
+    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
+    for (int i = 0, n = tf_slots(s, slot); i < n; i++) {
+        /* only the first t steps of the self-attention caches hold anything */
+        bool cache = i > 0 && (i - 1) % 4 < 2;
+        if ((rc = s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, cache ? (s->t > 0 ? s->t : 1) : 0)))
             return rc;
     }
-    return rc;
+    s->rows = n_rows;
+    return QKV_OK;
 }
 
 static void tf_info(const qkv_model *model, qkv_decoder_info *out) {
