@@ -1,5 +1,5 @@
-/* Incremental decoders over the LM model types, and the generation loop (prompt, sampling, stop tokens, streaming
- * callback). See include/qkv/decode.h. */
+/* One-row decoding of a language model through its type's incremental decoder (decoder.h), and the generation
+ * loop (prompt, sampling, stop tokens, streaming callback). See include/qkv/decode.h. */
 #include <stdlib.h>
 #include <string.h>
 
