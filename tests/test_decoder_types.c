@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "qkv/beam.h"
 #include "qkv/decode.h"
 #include "qkv/decoder.h"
 #include "qkv/model.h"
@@ -223,6 +224,51 @@ TEST(every_decoder_batches_reorders_and_matches_forward) {
     CHECKF(with >= 4, "only %d model types can generate", with);
 }
 
+/* The search algorithms of beam.h take any decoder: on a language model (no source) greedy decoding's scores are
+ * the log-probabilities of its tokens, also when the model's steps return raw logits. */
+TEST(search_over_a_language_model_normalises_its_scores) {
+    int tried = 0;
+    for (int i = 0; i < qkv_model_type_count(); i++) {
+        const qkv_model_type *t = qkv_model_type_at(i);
+        if (!t->decoder) continue;
+        built b;
+        qkv_decoder d;
+        if (!build(t, &b) || qkv_model_decoder(t, b.m, &d) != QKV_OK || d.info.needs_source) {
+            unbuild(&b);
+            continue;
+        }
+        tried++;
+        qkv_decode_opts o = qkv_decode_defaults();
+        o.bos = d.info.start_token >= 0 ? d.info.start_token : 1;
+        o.eos = o.bos == 2 ? 3 : 2;
+        o.pad = -1;
+        o.max_len = STEPS - 1;
+        qkv_hyps hs = {0};
+        CHECKF(qkv_decode_greedy(&d, NULL, NULL, 1, 0, &o, &hs) == QKV_OK && hs.n == 1, "%s greedy: %s", t->name,
+               qkv_last_error());
+        if (hs.n == 1) {
+            const qkv_hyp *h = &hs.h[0];
+            int32_t seq[STEPS] = {o.bos};
+            memcpy(seq + 1, h->tokens, sizeof(int32_t) * (size_t)h->len);
+            float *sc = malloc(sizeof(float) * (size_t)d.info.vocab);
+            double want = 0;
+            for (int k = 0; k < h->len; k++) {
+                CHECK_OK(one_row(&d, 0, seq, k + 1, sc, NULL));
+                double mx = -INFINITY, sum = 0;
+                for (int64_t v = 0; v < d.info.vocab; v++) mx = fmax(mx, sc[v]);
+                for (int64_t v = 0; v < d.info.vocab; v++) sum += exp(sc[v] - mx);
+                want += sc[h->tokens[k]] - mx - log(sum);
+            }
+            CHECKF(h->len >= 1 && fabs(h->logprob - want) < 1e-4, "%s: greedy log-probability %g, want %g", t->name,
+                   h->logprob, want);
+            free(sc);
+        }
+        qkv_hyps_free(&hs);
+        unbuild(&b);
+    }
+    CHECKF(tried >= 2, "only %d language models", tried);
+}
+
 /* A type without a decoder is an error naming it, through the type and through the generation API; a seq2seq type
  * is not a prompt-continuing language model. */
 TEST(types_without_a_decoder_cannot_generate) {
@@ -254,6 +300,7 @@ TEST(types_without_a_decoder_cannot_generate) {
 
 int main(void) {
     RUN(every_decoder_batches_reorders_and_matches_forward);
+    RUN(search_over_a_language_model_normalises_its_scores);
     RUN(types_without_a_decoder_cannot_generate);
     return test_finish();
 }
