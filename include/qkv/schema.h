@@ -44,6 +44,7 @@ enum {
     QKV_FIELD_LO_OPEN = 1,  /* the range excludes lo */
     QKV_FIELD_HI_OPEN = 2,  /* the range excludes hi */
     QKV_FIELD_NULLABLE = 4, /* STR: null is allowed (an optional setting) */
+    QKV_FIELD_PATH = 8,     /* STR: a file path (said so in messages and docs) */
 };
 
 typedef struct qkv_field {

@@ -44,7 +44,10 @@ const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size) {
                      f->flags & QKV_FIELD_LO_OPEN ? "(" : "[", f->lo, f->hi, f->flags & QKV_FIELD_HI_OPEN ? ")" : "]");
         break;
     case QKV_FIELD_T_BOOL: snprintf(buf, size, "true or false"); break;
-    case QKV_FIELD_T_STR: snprintf(buf, size, "%s", f->flags & QKV_FIELD_NULLABLE ? "a string or null" : "a string"); break;
+    case QKV_FIELD_T_STR:
+        snprintf(buf, size, "%s%s", f->flags & QKV_FIELD_PATH ? "a file path" : "a string",
+                 f->flags & QKV_FIELD_NULLABLE ? " or null" : "");
+        break;
     case QKV_FIELD_T_CHOICE: snprintf(buf, size, "one of %s", f->choices); break;
     }
     return buf;

@@ -181,7 +181,7 @@ static const qkv_field fields[] = {
     QKV_FIELD_BOOL(tcls_opts, emb_scale_sqrt_d, "emb_scale_sqrt_d", true, "scale embeddings by sqrt(d_model)"),
     QKV_FIELD_INT(tcls_opts, max_len, "max_len", 512, 1, 1 << 20,
                   "longest sequence (positions); at least the data's longest"),
-    QKV_FIELD_STR(tcls_opts, pretrained, "embeddings.pretrained", NULL, QKV_FIELD_NULLABLE,
+    QKV_FIELD_STR(tcls_opts, pretrained, "embeddings.pretrained", NULL, QKV_FIELD_NULLABLE | QKV_FIELD_PATH,
                   "safetensors [vocab, d_model] matrix in the run's vocabulary order (older than the run's "
                   "\"embeddings\" section)"),
     QKV_FIELD_BOOL(tcls_opts, frozen, "embeddings.frozen", false, "keep the token embeddings fixed"),
