@@ -98,6 +98,11 @@ qkv_status qkv_schema_check_value(const qkv_schema *s, const char *key, const st
 /* The field of a key path, or NULL. */
 const qkv_field *qkv_schema_find(const qkv_schema *s, const char *key);
 
+/* Copies the member of key from a filled struct into *out (int64_t, double, bool or const char * by the field's
+ * type); false when the schema has no field of that key and type. For code that reads a field by name (a model
+ * type's declared tied_key). */
+bool qkv_schema_get(const qkv_schema *s, const void *cfg, const char *key, qkv_field_type type, void *out);
+
 /* What a field allows, as text ("an integer in [1, 65536]", "one of relu|gelu"); returns buf. */
 const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size);
 

@@ -31,6 +31,15 @@ const qkv_field *qkv_schema_find(const qkv_schema *s, const char *key) {
     return NULL;
 }
 
+bool qkv_schema_get(const qkv_schema *s, const void *cfg, const char *key, qkv_field_type type, void *out) {
+    const qkv_field *f = qkv_schema_find(s, key);
+    if (!f || f->type != type) return false;
+    size_t size = type == QKV_FIELD_T_INT ? sizeof(int64_t) : type == QKV_FIELD_T_NUM ? sizeof(double)
+                  : type == QKV_FIELD_T_BOOL ? sizeof(bool) : sizeof(const char *);
+    memcpy(out, (const char *)cfg + f->offset, size);
+    return true;
+}
+
 const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size) {
     bool integral = f->type == QKV_FIELD_T_INT;
     switch (f->type) {
