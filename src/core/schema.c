@@ -40,17 +40,26 @@ bool qkv_schema_get(const qkv_schema *s, const void *cfg, const char *key, qkv_f
     return true;
 }
 
+/* Whole bounds in full (1048576, not 1.04858e+06), others short. */
+static const char *bound(double x, char *buf, size_t size) {
+    if (x == floor(x) && fabs(x) < UNBOUNDED) snprintf(buf, size, "%.0f", x);
+    else snprintf(buf, size, "%g", x);
+    return buf;
+}
+
 const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size) {
     bool integral = f->type == QKV_FIELD_T_INT;
+    char lo[32], hi[32];
     switch (f->type) {
     case QKV_FIELD_T_INT:
     case QKV_FIELD_T_NUM:
         if (f->hi >= UNBOUNDED)
-            snprintf(buf, size, "%s %s %g", integral ? "an integer" : "a number",
-                     f->flags & QKV_FIELD_LO_OPEN ? ">" : ">=", f->lo);
+            snprintf(buf, size, "%s %s %s", integral ? "an integer" : "a number",
+                     f->flags & QKV_FIELD_LO_OPEN ? ">" : ">=", bound(f->lo, lo, sizeof lo));
         else
-            snprintf(buf, size, "%s in %s%g, %g%s", integral ? "an integer" : "a number",
-                     f->flags & QKV_FIELD_LO_OPEN ? "(" : "[", f->lo, f->hi, f->flags & QKV_FIELD_HI_OPEN ? ")" : "]");
+            snprintf(buf, size, "%s in %s%s, %s%s", integral ? "an integer" : "a number",
+                     f->flags & QKV_FIELD_LO_OPEN ? "(" : "[", bound(f->lo, lo, sizeof lo),
+                     bound(f->hi, hi, sizeof hi), f->flags & QKV_FIELD_HI_OPEN ? ")" : "]");
         break;
     case QKV_FIELD_T_BOOL: snprintf(buf, size, "true or false"); break;
     case QKV_FIELD_T_STR:
