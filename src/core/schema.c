@@ -269,7 +269,8 @@ void qkv_schema_explain(const qkv_schema *s, FILE *out) {
         snprintf(def, sizeof def, "%s", text ? text : "?");
         cJSON_free(text);
         cJSON_Delete(d);
-        fprintf(out, "%-32s %-7s default %-12s %s. %s\n", path, names[f->type], def,
+        const char *type = f->type == QKV_FIELD_T_STR && (f->flags & QKV_FIELD_PATH) ? "path" : names[f->type];
+        fprintf(out, "%-32s %-7s default %-12s %s. %s\n", path, type, def,
                 qkv_field_allowed(f, allowed, sizeof allowed), f->doc ? f->doc : "");
     }
 }

@@ -20,7 +20,8 @@ static void help(FILE *out) {
             "       values and what it does\n"
             "list   the registered model types with their task\n"
             "check  resolves a config over the defaults and prints the complete result, or the first error,\n"
-            "       naming the key (exit 2)\n");
+            "       naming the key (exit 2); every field is checked, the model's included, by the same code\n"
+            "       qkv train uses (only what needs the data waits for training)\n");
 }
 
 static int run(int argc, char **argv) {
