@@ -106,12 +106,12 @@ typedef struct qkv_model_type {
 const qkv_model_type *qkv_model_type_find(const char *name);
 int qkv_model_type_count(void);
 const qkv_model_type *qkv_model_type_at(int i);
-/* The token embeddings of a model type (its table's list); NULL when it has none (pretrained vectors then cannot
- * be used with it). */
-const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t);
 /* A "model" config object (NULL: all defaults) into the typed struct of a model's schema: defaults, then each key
  * checked against its field (the "type" key is skipped), then the schema's cross-field rules. */
 qkv_status qkv_model_config(const struct qkv_schema *s, const struct cJSON *cfg, void *out);
+/* The token embeddings of a model type (its table's list); NULL when it has none (pretrained vectors then cannot
+ * be used with it). */
+const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,11 @@ static void render_defaults(void) {
 
 static void ensure_rendered(void) { pthread_once(&rendered, render_defaults); }
 
+qkv_status qkv_model_config(const qkv_schema *s, const cJSON *cfg, void *out) {
+    static const char *const skip[] = {"type", NULL};
+    return qkv_schema_fill(s, cfg, skip, out);
+}
+
 static int count_types(void) {
     int n = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) n += types[i] != NULL;
@@ -78,7 +83,3 @@ const qkv_model_type *qkv_model_type_find(const char *name) {
 
 const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t) { return t ? t->embeddings : NULL; }
 
-qkv_status qkv_model_config(const qkv_schema *s, const cJSON *cfg, void *out) {
-    static const char *const skip[] = {"type", NULL};
-    return qkv_schema_fill(s, cfg, skip, out);
-}
