@@ -82,4 +82,3 @@ const qkv_model_type *qkv_model_type_find(const char *name) {
 }
 
 const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t) { return t ? t->embeddings : NULL; }
-
