@@ -2,9 +2,10 @@
  *
  *     {"model": {"type": "embmean", ...}, "data": {...}, "train": {...}, "eval": {...}, "seed": 1}
  *
- * Every field has a default (docs/training.md lists them; `qkv config show TYPE` prints them all). A user config
- * is resolved by merging it over the defaults: the "model" defaults come from the model type's default_config,
- * the rest from qkv_config_defaults(). Resolution is strict: an unknown key, a value of the wrong JSON type, or a
+ * Every field has a default (docs/training.md lists them; `qkv config show TYPE` prints them all, `qkv config
+ * explain TYPE` documents them). Each section is declared once as a field table (include/qkv/schema.h): the
+ * "model" one by the model type (qkv_model_type.config), the rest here (qkv_config_schema). A user config is
+ * resolved by merging it over the defaults; resolution is strict and checks every field, the model's included: an unknown key, a value of the wrong JSON type, or a
  * value out of range is an error naming the key path, e.g.
  *     train.optimizer.lr: expected a number > 0, got -1
  *     data.tokenizr: unknown key (known: train, dev, test, format, tokenizer, ...)
@@ -18,12 +19,63 @@
 
 #include "qkv/error.h"
 #include "qkv/model.h"
+#include "qkv/schema.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct cJSON;
+
+/* The run config but "model", typed: what the training engine and the CLI read. Filled from a resolved config by
+ * qkv_config_settings; strings point into that tree. docs/training.md explains each field. */
+typedef struct qkv_run_settings {
+    struct {
+        const char *train, *dev, *test, *format, *tokenizer, *vocab_file, *merges_file;
+        bool lowercase, strip_punct;
+        int64_t min_freq, max_vocab, bpe_vocab_size, bpe_min_freq, max_len, seq_len;
+        bool shared_vocab, cls_token, shuffle, bucket;
+    } data;
+    struct {
+        int64_t steps, batch_size;
+        struct {
+            const char *name;
+            double lr, weight_decay;
+            bool decay_exclude_1d;
+            double momentum, dampening;
+            bool nesterov;
+            double beta1, beta2, eps, rho;
+        } optimizer;
+        struct {
+            const char *spec;
+            int64_t warmup_steps, total_steps;
+            double min_ratio, d_model;
+        } schedule;
+        double clip_norm, clip_value;
+        int64_t log_every, checkpoint_every, keep_checkpoints, max_nan_skips;
+        double max_seconds;
+    } train;
+    struct {
+        int64_t every, batch_size, max_batches;
+        const char *metric, *mode;
+        int64_t patience;
+        bool bleu;
+        int64_t bleu_max_examples;
+    } eval;
+    struct {
+        const char *pretrained; /* NULL: none */
+        bool frozen, lowercase_fallback;
+        const char *format;
+    } embeddings;
+    int64_t seed;
+} qkv_run_settings;
+
+/* The field table of every section but "model" (the top level; keys like "train.optimizer.lr"). */
+const qkv_schema *qkv_config_schema(void);
+
+/* The typed settings of a config (resolved, or any object: absent keys take the defaults), checked field by field
+ * ("model" is skipped: its type's schema reads it). */
+qkv_status qkv_config_settings(const struct cJSON *cfg, qkv_run_settings *out);
 
 /* Parse a JSON file; the top level must be an object. Errors name the file and the line of a syntax error. */
 struct cJSON *qkv_config_read(const char *path);
@@ -36,15 +88,17 @@ struct cJSON *qkv_config_parse(const char *name, const char *text);
 qkv_status qkv_config_set(struct cJSON *cfg, const char *assignment);
 
 /* The complete default config for a model type: {"model": {"type": name, <its defaults>}, "data", "train",
- * "eval", "seed"}. NULL (error) if the type's default_config is not valid JSON. */
+ * "eval", "embeddings", "seed"}, from the field tables. type NULL: "model" is {}. */
 struct cJSON *qkv_config_defaults(const qkv_model_type *type);
 
-/* Merge `user` over the defaults of the model type it names (model.type is required) and validate everything.
- * Returns the complete config, or NULL with an error naming the key path. *type (optional) receives the type. */
+/* Merge `user` over the defaults of the model type it names (model.type is required) and validate everything,
+ * the model's fields and its cross-field rules included (the same checks its create() applies; only those that
+ * need the data wait for training). Returns the complete config, or NULL with an error naming the key path.
+ * *type (optional) receives the type. */
 struct cJSON *qkv_config_resolve(const struct cJSON *user, const qkv_model_type **type);
 
-/* Lookups in a resolved config by dotted path ("train.optimizer.lr"). Missing keys or other types give the
- * fallback; strings are owned by the tree. */
+/* Lookups in a config by dotted path ("train.optimizer.lr"), for tools and tests; the engine reads
+ * qkv_run_settings. Missing keys or other types give the fallback; strings are owned by the tree. */
 double qkv_config_num(const struct cJSON *cfg, const char *path, double fallback);
 int64_t qkv_config_int(const struct cJSON *cfg, const char *path, int64_t fallback);
 bool qkv_config_bool(const struct cJSON *cfg, const char *path, bool fallback);

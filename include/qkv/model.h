@@ -77,17 +77,27 @@ typedef struct qkv_model_embedding {
                            * projection too (gpt's "tied"), or NULL when it never is */
 } qkv_model_embedding;
 
+struct qkv_schema;
+
+/* Size of a model file's buffer for its rendered default_config. */
+#define QKV_MODEL_DEFAULTS_MAX 2048
+
 typedef struct qkv_model_type {
     const char *name;    /* config "model.type" */
     const char *task;    /* "classify", "lm", "seq2seq", "tagging" */
     const char *summary; /* one line for `qkv config show` */
-    /* The complete default "model" object as JSON text (every field, with its default). */
+    /* The "model" object's fields, declared once (include/qkv/schema.h): defaults, allowed values, docs, and the
+     * rules between fields. `qkv config show / check / explain` and create() all go through it. */
+    const struct qkv_schema *config;
+    /* The defaults as JSON text, derived from `config`: a char[QKV_MODEL_DEFAULTS_MAX] of the model's file that the
+     * registry renders on the first lookup (qkv_model_type_find / _at). Kept for readers of the JSON text. */
     const char *default_config;
     /* Overrides of the engine's "data" defaults this model needs, as a JSON object text, or NULL; e.g.
      * {"cls_token": true} for a classifier that reads position 0. Users can still set them explicitly. */
     const char *data_defaults;
-    /* Build from a "model" config object (already merged over the defaults and validated for unknown keys).
-     * Wrong types or out-of-range values: NULL with an error naming the key. */
+    /* Build from a "model" config object (complete or partial: absent keys take the defaults). The model reads it
+     * with qkv_model_config into its typed struct; an unknown key, a wrong type or value: NULL with an error naming
+     * the key. */
     qkv_model *(*create)(const struct cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng);
     void (*free)(qkv_model *m);
     /* Mean loss over the batch's counted tokens (training mode is set on ctx by the caller). */
@@ -111,6 +121,9 @@ typedef struct qkv_model_type {
 const qkv_model_type *qkv_model_type_find(const char *name);
 int qkv_model_type_count(void);
 const qkv_model_type *qkv_model_type_at(int i);
+/* A "model" config object (NULL: all defaults) into the typed struct of a model's schema: defaults, then each key
+ * checked against its field (the "type" key is skipped), then the schema's cross-field rules. */
+qkv_status qkv_model_config(const struct qkv_schema *s, const struct cJSON *cfg, void *out);
 /* The token embeddings of a model type (its table's list); NULL when it has none (pretrained vectors then cannot
  * be used with it). */
 const qkv_model_embedding *qkv_model_type_embeddings(const qkv_model_type *t);

@@ -28,6 +28,7 @@
 #include "qkv/hf.h"
 #include "qkv/transformer_classifier.h"
 #include "qkv/train.h"
+#include "qkv/schema.h"
 #include "qkv/config.h"
 #include "qkv/plot.h"
 #include "qkv/gpt.h"

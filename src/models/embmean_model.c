@@ -7,18 +7,25 @@
 #include "qkv/error.h"
 #include "qkv/model.h"
 #include "qkv/ops.h"
+#include "qkv/schema.h"
 
 struct qkv_model {
     qkv_embmean m;
 };
 
+typedef struct embmean_opts {
+    int64_t dim;
+} embmean_opts;
+
+static const qkv_field fields[] = {
+    QKV_FIELD_INT(embmean_opts, dim, "dim", 64, 1, 65536, "width of the token embeddings (and of their mean)"),
+};
+static const qkv_schema schema = QKV_SCHEMA("model", embmean_opts, fields, NULL);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
+
 static qkv_model *create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
-    const cJSON *dim = cJSON_GetObjectItemCaseSensitive(cfg, "dim");
-    double d = cJSON_IsNumber(dim) ? dim->valuedouble : 64;
-    if (!(d >= 1 && d <= 65536 && d == floor(d))) {
-        qkv_error_set(QKV_ERR_RANGE, "model.dim: expected an integer in [1, 65536], got %g", d);
-        return NULL;
-    }
+    embmean_opts o;
+    if (qkv_model_config(&schema, cfg, &o)) return NULL;
     if (info->n_classes < 2) {
         qkv_error_set(QKV_ERR_INVALID, "embmean: the training data has %lld label(s); a classifier needs >= 2",
                       (long long)info->n_classes);
@@ -29,7 +36,7 @@ static qkv_model *create(const cJSON *cfg, const qkv_task_info *info, qkv_params
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (qkv_embmean_init(&m->m, params, info->vocab_size, (int64_t)d, info->n_classes, rng) != QKV_OK) {
+    if (qkv_embmean_init(&m->m, params, info->vocab_size, o.dim, info->n_classes, rng) != QKV_OK) {
         free(m);
         return NULL;
     }
@@ -54,7 +61,8 @@ const qkv_model_type qkv_model_embmean = {
     .name = "embmean",
     .task = "classify",
     .summary = "embedding mean -> dense -> log-softmax (the Trax sentiment baseline)",
-    .default_config = "{\"dim\": 64}",
+    .config = &schema,
+    .default_config = defaults_json,
     .create = create,
     .free = destroy,
     .loss = loss,

@@ -9,6 +9,7 @@
 
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
+#include "qkv/schema.h"
 
 qkv_gpt_config qkv_gpt_config_default(void) {
     return (qkv_gpt_config){.vocab_size = 8192, .n_ctx = 256, .d_model = 384, .n_heads = 6, .d_ff = 1536,
@@ -387,56 +388,50 @@ static const qkv_decoder_ops gpt_decoder_ops = {
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
-static bool get_num(const cJSON *cfg, const char *key, double lo, double hi, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return true; /* keep the default */
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
-        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected a number in [%g, %g]", key, lo, hi);
-        return false;
-    }
-    *out = v->valuedouble;
-    return true;
+/* The "model" fields, declared once. */
+typedef struct gpt_opts {
+    int64_t d_model, n_layers, n_heads, d_ff, n_ctx;
+    bool tied;
+    double dropout, ln_eps, init_std;
+} gpt_opts;
+
+static const qkv_field fields[] = {
+    QKV_FIELD_INT(gpt_opts, d_model, "d_model", 384, 1, 1 << 16, "width of the model"),
+    QKV_FIELD_INT(gpt_opts, n_layers, "n_layers", 6, 1, QKV_GPT_MAX_LAYERS, "decoder blocks"),
+    QKV_FIELD_INT(gpt_opts, n_heads, "n_heads", 6, 1, 1024, "attention heads (must divide d_model)"),
+    QKV_FIELD_INT(gpt_opts, d_ff, "d_ff", 1536, 1, 1 << 20, "inner width of the MLPs"),
+    QKV_FIELD_INT(gpt_opts, n_ctx, "n_ctx", 0, 0, 1 << 20, "positions; 0: the data's longest sequence (else 256)"),
+    QKV_FIELD_BOOL(gpt_opts, tied, "tied", true, "the output projection is the token embedding"),
+    QKV_FIELD_NUM(gpt_opts, dropout, "dropout", 0.0, 0, 0.999999, 0, "dropout on embeddings, attention and MLPs"),
+    QKV_FIELD_NUM(gpt_opts, ln_eps, "ln_eps", 1e-5, 1e-12, 1, 0, "layer norm epsilon"),
+    QKV_FIELD_NUM(gpt_opts, init_std, "init_std", 0.02, 0, 10, 0, "standard deviation of the initial weights"),
+};
+
+static qkv_status check_opts(const void *p) {
+    const gpt_opts *o = p;
+    if (o->d_model % o->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID, "model.d_model %lld must be a multiple of model.n_heads %lld",
+                             (long long)o->d_model, (long long)o->n_heads);
+    return QKV_OK;
 }
 
-static bool get_int(const cJSON *cfg, const char *key, double lo, double hi, int64_t *out) {
-    double x = (double)*out;
-    if (!get_num(cfg, key, lo, hi, &x)) return false;
-    if (x != floor(x)) {
-        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected an integer, got %g", key, x);
-        return false;
-    }
-    *out = (int64_t)x;
-    return true;
-}
-
-static bool get_bool(const cJSON *cfg, const char *key, bool *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return true;
-    if (!cJSON_IsBool(v)) {
-        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected true or false", key);
-        return false;
-    }
-    *out = cJSON_IsTrue(v);
-    return true;
-}
+static const qkv_schema schema = QKV_SCHEMA("model", gpt_opts, fields, check_opts);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
 static qkv_model *gpt_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    gpt_opts o;
+    if (qkv_model_config(&schema, cfg, &o)) return NULL;
     qkv_gpt_config c = qkv_gpt_config_default();
-    int64_t layers = c.n_layers;
-    double dropout = c.dropout, eps = c.ln_eps, std = c.init_std;
     c.vocab_size = info ? info->vocab_size : 0;
-    if (info && info->max_len > 0) c.n_ctx = info->max_len;
-    if (!get_int(cfg, "d_model", 1, 1 << 16, &c.d_model) || !get_int(cfg, "n_heads", 1, 1024, &c.n_heads) ||
-        !get_int(cfg, "d_ff", 1, 1 << 20, &c.d_ff) || !get_int(cfg, "n_layers", 1, QKV_GPT_MAX_LAYERS, &layers) ||
-        !get_int(cfg, "n_ctx", 0, 1 << 20, &c.n_ctx) || !get_bool(cfg, "tied", &c.tied) ||
-        !get_num(cfg, "dropout", 0, 0.999999, &dropout) || !get_num(cfg, "ln_eps", 1e-12, 1, &eps) ||
-        !get_num(cfg, "init_std", 0, 10, &std))
-        return NULL;
-    if (c.n_ctx == 0) c.n_ctx = info && info->max_len > 0 ? info->max_len : 256;
-    c.n_layers = (int)layers;
-    c.dropout = (float)dropout;
-    c.ln_eps = (float)eps;
-    c.init_std = (float)std;
+    c.d_model = o.d_model;
+    c.n_heads = o.n_heads;
+    c.d_ff = o.d_ff;
+    c.n_layers = (int)o.n_layers;
+    c.n_ctx = o.n_ctx ? o.n_ctx : info && info->max_len > 0 ? info->max_len : 256;
+    c.tied = o.tied;
+    c.dropout = (float)o.dropout;
+    c.ln_eps = (float)o.ln_eps;
+    c.init_std = (float)o.init_std;
     return (qkv_model *)qkv_gpt_new(&c, params, NULL, rng);
 }
 
@@ -490,8 +485,8 @@ const qkv_model_type qkv_model_gpt = {
     .name = "gpt",
     .task = "lm",
     .summary = "GPT-2-style decoder-only Transformer LM (learned positions, pre-LN, GELU(tanh), tied head)",
-    .default_config = "{\"type\": \"gpt\", \"d_model\": 384, \"n_layers\": 6, \"n_heads\": 6, \"d_ff\": 1536, "
-                      "\"n_ctx\": 0, \"tied\": true, \"dropout\": 0.0, \"ln_eps\": 1e-5, \"init_std\": 0.02}",
+    .config = &schema,
+    .default_config = defaults_json,
     .create = gpt_create,
     .free = gpt_free,
     .loss = gpt_loss,

@@ -7,6 +7,7 @@
 
 #include "qkv/error.h"
 #include "qkv/ops.h"
+#include "qkv/schema.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_lstm_s2s_init(qkv_lstm_s2s *m, qkv_params *params, const qkv_lstm_s2s_config *cfg, qkv_rng *rng) {
@@ -302,28 +303,41 @@ typedef struct lstm_model {
     qkv_lstm_s2s m; /* first: the decoder's functions cast a model to it */
 } lstm_model;
 
+/* The "model" fields, declared once. */
+typedef struct lstm_opts {
+    int64_t embed, hidden, n_layers;
+    const char *attention;
+    bool input_feeding;
+    double dropout;
+} lstm_opts;
+
+static const qkv_field lstm_fields[] = {
+    QKV_FIELD_INT(lstm_opts, embed, "embed", 256, 1, 1 << 16, "embedding width (source and target)"),
+    QKV_FIELD_INT(lstm_opts, hidden, "hidden", 256, 1, 1 << 16, "LSTM hidden width"),
+    QKV_FIELD_INT(lstm_opts, n_layers, "n_layers", 1, 1, QKV_RNN_MAX_LAYERS, "stacked LSTM layers on each side"),
+    QKV_FIELD_CHOICE(lstm_opts, attention, "attention", "dot", "dot|general|additive|scaled_dot|concat|bahdanau",
+                     "attention score (concat and bahdanau are additive)"),
+    QKV_FIELD_BOOL(lstm_opts, input_feeding, "input_feeding", false,
+                   "feed the previous attentional vector to the decoder (Luong)"),
+    QKV_FIELD_NUM(lstm_opts, dropout, "dropout", 0.0, 0, 0.99, 0, "dropout between layers and before the output"),
+};
+
+static const qkv_schema lstm_schema = QKV_SCHEMA("model", lstm_opts, lstm_fields, NULL);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
+
 static qkv_model *lstm_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     const char *who = "lstm_seq2seq";
-    qkv_lstm_s2s_config c = {.embed = 256, .hidden = 256, .num_layers = 1, .attention = QKV_SCORE_DOT};
-    int64_t layers = 1;
-    const char *score = "dot";
+    lstm_opts o;
+    if (qkv_model_config(&lstm_schema, cfg, &o)) return NULL;
     if (!info || info->vocab_size < 1) {
         qkv_error_set(QKV_ERR_INVALID, "%s: the task gives no vocabulary size", who);
         return NULL;
     }
+    qkv_lstm_s2s_config c = {.embed = o.embed, .hidden = o.hidden, .num_layers = (int)o.n_layers,
+                             .input_feeding = o.input_feeding, .dropout = (float)o.dropout};
     c.src_vocab = info->vocab_size;
     c.tgt_vocab = info->tgt_vocab_size > 0 ? info->tgt_vocab_size : info->vocab_size;
-    if (s2s_cfg_int(cfg, who, "embed", 1, 1 << 16, &c.embed) || s2s_cfg_int(cfg, who, "hidden", 1, 1 << 16, &c.hidden) ||
-        s2s_cfg_int(cfg, who, "n_layers", 1, QKV_RNN_MAX_LAYERS, &layers) ||
-        s2s_cfg_str(cfg, who, "attention", &score) || s2s_cfg_bool(cfg, who, "input_feeding", &c.input_feeding) ||
-        s2s_cfg_float(cfg, who, "dropout", 0.0, 0.99, &c.dropout))
-        return NULL;
-    c.num_layers = (int)layers;
-    if (!qkv_score_kind_parse(score, &c.attention)) {
-        qkv_error_set(QKV_ERR_INVALID, "%s: model.attention '%s' is not one of dot, general, additive, scaled_dot",
-                      who, score);
-        return NULL;
-    }
+    qkv_score_kind_parse(o.attention, &c.attention); /* the schema's choices all parse */
     lstm_model *lm = calloc(1, sizeof *lm);
     if (!lm) {
         qkv_error_set(QKV_ERR_NOMEM, "%s: out of memory", who);
@@ -369,8 +383,8 @@ const qkv_model_type qkv_model_lstm_seq2seq = {
     .name = "lstm_seq2seq",
     .task = "seq2seq",
     .summary = "LSTM encoder-decoder with attention (dot / general / additive), optional input feeding",
-    .default_config = "{\"type\": \"lstm_seq2seq\", \"embed\": 256, \"hidden\": 256, \"n_layers\": 1, "
-                      "\"attention\": \"dot\", \"input_feeding\": false, \"dropout\": 0.0}",
+    .config = &lstm_schema,
+    .default_config = defaults_json,
     .create = lstm_create,
     .free = lstm_model_free,
     .loss = lstm_model_loss,

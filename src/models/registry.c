@@ -1,10 +1,13 @@
 /* The model types qkv knows, by config name. Add a model: define its qkv_model_type in src/models/<name>.c and
  * list it here. */
+#include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qkv/error.h"
 #include "qkv/model.h"
+#include "qkv/schema.h"
 
 /* Each model's file defines its table; uncomment its two lines when it lands. */
 extern const qkv_model_type qkv_model_embmean;
@@ -24,13 +27,43 @@ static const qkv_model_type *const types[] = {
     &qkv_model_transformer_seq2seq,
 };
 
-int qkv_model_type_count(void) {
+/* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member
+ * points to a writable char array; the table itself stays const). */
+static pthread_once_t rendered = PTHREAD_ONCE_INIT;
+
+static void render_defaults(void) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const qkv_model_type *t = types[i];
+        if (!t || !t->config || !t->default_config) continue;
+        cJSON *j = qkv_schema_json(t->config);
+        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        char *buf = (char *)t->default_config;
+        if (text && strlen(text) < QKV_MODEL_DEFAULTS_MAX) memcpy(buf, text, strlen(text) + 1);
+        cJSON_free(text);
+        cJSON_Delete(j);
+    }
+}
+
+static void ensure_rendered(void) { pthread_once(&rendered, render_defaults); }
+
+qkv_status qkv_model_config(const qkv_schema *s, const cJSON *cfg, void *out) {
+    static const char *const skip[] = {"type", NULL};
+    return qkv_schema_fill(s, cfg, skip, out);
+}
+
+static int count_types(void) {
     int n = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) n += types[i] != NULL;
     return n;
 }
 
+int qkv_model_type_count(void) {
+    ensure_rendered();
+    return count_types();
+}
+
 const qkv_model_type *qkv_model_type_at(int i) {
+    ensure_rendered();
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         if (types[k] && i-- == 0) return types[k];
     return NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "qkv/ops.h"
+#include "qkv/schema.h"
 #include "qkv/rnnlm.h"
 
 qkv_rnnlm_config qkv_rnnlm_config_default(void) {
@@ -202,50 +203,38 @@ static const qkv_decoder_ops rnnlm_decoder_ops = {
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
-static bool get_int(const cJSON *cfg, const char *key, double lo, double hi, int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return true;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != floor(v->valuedouble)) {
-        qkv_error_set(QKV_ERR_INVALID, "model.%s: expected an integer in [%g, %g]", key, lo, hi);
-        return false;
-    }
-    *out = (int64_t)v->valuedouble;
-    return true;
-}
+/* The "model" fields, declared once. */
+typedef struct rnnlm_opts {
+    const char *rnn;
+    int64_t d_model, n_layers, start_id;
+    double dropout;
+    bool shift_right;
+} rnnlm_opts;
+
+static const qkv_field fields[] = {
+    QKV_FIELD_CHOICE(rnnlm_opts, rnn, "rnn", "gru", "gru|lstm", "recurrent cell"),
+    QKV_FIELD_INT(rnnlm_opts, d_model, "d_model", 512, 1, 1 << 16, "embedding and hidden width"),
+    QKV_FIELD_INT(rnnlm_opts, n_layers, "n_layers", 2, 1, QKV_RNN_MAX_LAYERS, "stacked recurrent layers"),
+    QKV_FIELD_NUM(rnnlm_opts, dropout, "dropout", 0.0, 0, 1, QKV_FIELD_HI_OPEN, "dropout between layers"),
+    QKV_FIELD_BOOL(rnnlm_opts, shift_right, "shift_right", true,
+                   "the model reads its targets shifted right (start id first), as Trax's ShiftRight"),
+    QKV_FIELD_INT(rnnlm_opts, start_id, "start_id", 0, 0, 1 << 30, "id fed at the first position by shift_right"),
+};
+
+static const qkv_schema schema = QKV_SCHEMA("model", rnnlm_opts, fields, NULL);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
 static qkv_model *rnnlm_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    rnnlm_opts o;
+    if (qkv_model_config(&schema, cfg, &o)) return NULL;
     qkv_rnnlm_config c = qkv_rnnlm_config_default();
     c.vocab_size = info ? info->vocab_size : 0;
-    int64_t layers = c.n_layers, start = c.start_id;
-    if (!get_int(cfg, "d_model", 1, 1 << 16, &c.d_model) ||
-        !get_int(cfg, "n_layers", 1, QKV_RNN_MAX_LAYERS, &layers) ||
-        !get_int(cfg, "start_id", 0, 1 << 30, &start))
-        return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "rnn");
-    if (v) {
-        if (cJSON_IsString(v) && !strcmp(v->valuestring, "gru")) c.kind = QKV_RNN_GRU;
-        else if (cJSON_IsString(v) && !strcmp(v->valuestring, "lstm")) c.kind = QKV_RNN_LSTM;
-        else {
-            qkv_error_set(QKV_ERR_INVALID, "model.rnn: expected \"gru\" or \"lstm\"");
-            return NULL;
-        }
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(cfg, "dropout"))) {
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1)) {
-            qkv_error_set(QKV_ERR_INVALID, "model.dropout: expected a number in [0, 1)");
-            return NULL;
-        }
-        c.dropout = (float)v->valuedouble;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(cfg, "shift_right"))) {
-        if (!cJSON_IsBool(v)) {
-            qkv_error_set(QKV_ERR_INVALID, "model.shift_right: expected true or false");
-            return NULL;
-        }
-        c.shift_right = cJSON_IsTrue(v);
-    }
-    c.n_layers = (int)layers;
-    c.start_id = (int32_t)start;
+    c.kind = !strcmp(o.rnn, "lstm") ? QKV_RNN_LSTM : QKV_RNN_GRU;
+    c.d_model = o.d_model;
+    c.n_layers = (int)o.n_layers;
+    c.dropout = (float)o.dropout;
+    c.shift_right = o.shift_right;
+    c.start_id = (int32_t)o.start_id;
     return (qkv_model *)qkv_rnnlm_new(&c, params, rng);
 }
 
@@ -301,8 +290,8 @@ const qkv_model_type qkv_model_rnnlm = {
     .name = "rnnlm",
     .task = "lm",
     .summary = "Trax-style recurrent LM: ShiftRight -> Embedding -> n x GRU/LSTM -> Dense -> LogSoftmax",
-    .default_config = "{\"type\": \"rnnlm\", \"rnn\": \"gru\", \"d_model\": 512, \"n_layers\": 2, "
-                      "\"dropout\": 0.0, \"shift_right\": true, \"start_id\": 0}",
+    .config = &schema,
+    .default_config = defaults_json,
     .create = rnnlm_create,
     .free = rnnlm_free,
     .loss = rnnlm_loss,

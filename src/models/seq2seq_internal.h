@@ -1,5 +1,4 @@
-/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): reading "model" config
- * keys with errors that name them, turning the data pipeline's masks (1 = token) into nn's padding masks
+/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): turning the data pipeline's masks (1 = token) into nn's padding masks
  * (non-zero = padded), the masked loss, and the bits of decoding state both models keep. Not installed. */
 #ifndef QKV_SEQ2SEQ_INTERNAL_H
 #define QKV_SEQ2SEQ_INTERNAL_H
@@ -10,45 +9,6 @@
 #include "qkv/model.h"
 #include "qkv/ops.h"
 #include "qkv/seq2seq.h"
-
-/* ---- config keys: absent keys keep *out (the defaults were merged in already) ---- */
-static inline qkv_status s2s_cfg_int(const cJSON *cfg, const char *model, const char *key, long lo, long hi,
-                                     int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble || v->valuedouble < (double)lo ||
-        v->valuedouble > (double)hi)
-        return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be an integer in [%ld, %ld]", model, key, lo, hi);
-    *out = (int64_t)v->valuedouble;
-    return QKV_OK;
-}
-
-static inline qkv_status s2s_cfg_float(const cJSON *cfg, const char *model, const char *key, double lo, double hi,
-                                       float *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
-        return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be a number in [%g, %g]", model, key, lo, hi);
-    *out = (float)v->valuedouble;
-    return QKV_OK;
-}
-
-static inline qkv_status s2s_cfg_bool(const cJSON *cfg, const char *model, const char *key, bool *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsBool(v)) return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be true or false", model, key);
-    *out = cJSON_IsTrue(v);
-    return QKV_OK;
-}
-
-/* The string value, *out untouched when absent; an error when present and not a string. */
-static inline qkv_status s2s_cfg_str(const cJSON *cfg, const char *model, const char *key, const char **out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsString(v)) return qkv_error_set(QKV_ERR_INVALID, "%s: model.%s must be a string", model, key);
-    *out = v->valuestring;
-    return QKV_OK;
-}
 
 /* mask [B, T] (f32 or i32, 1 = token) -> float padding mask [B, T] (1 = padded), a context tensor; NULL -> NULL. */
 static inline qkv_tensor *s2s_pad_from_mask(qkv_ctx *ctx, const qkv_tensor *mask) {

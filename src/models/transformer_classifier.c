@@ -9,6 +9,7 @@
 #include "qkv/model.h"
 #include "qkv/ops.h"
 #include "qkv/safetensors.h"
+#include "qkv/schema.h"
 #include "qkv/transformer_classifier.h"
 
 qkv_tcls_config qkv_tcls_config_default(int64_t vocab_size, int64_t n_classes) {
@@ -157,50 +158,45 @@ struct qkv_model {
     qkv_tcls net;
 };
 
-static const char default_config[] =
-    "{\"type\": \"transformer_classifier\", \"d_model\": 128, \"n_layers\": 2, \"n_heads\": 4, \"d_ff\": 512, "
-    "\"activation\": \"relu\", \"norm\": \"pre\", \"dropout\": 0.1, \"attn_dropout\": 0.1, "
-    "\"pos_enc\": \"sinusoidal\", \"emb_scale_sqrt_d\": true, \"max_len\": 512, "
-    "\"embeddings\": {\"pretrained\": null, \"frozen\": false}}";
+/* The "model" fields, declared once. */
+typedef struct tcls_opts {
+    int64_t d_model, n_layers, n_heads, d_ff, max_len;
+    const char *activation, *norm, *pos_enc, *pretrained;
+    double dropout, attn_dropout;
+    bool emb_scale_sqrt_d, frozen;
+} tcls_opts;
 
-/* A missing key keeps the default already in *out; a present one must have the right type and range. */
-static qkv_status cfg_int(const cJSON *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
-        v->valuedouble > (double)hi)
-        return qkv_error_set(QKV_ERR_INVALID, "model.%s must be an integer in [%lld, %lld]", key, (long long)lo,
-                             (long long)hi);
-    *out = (int64_t)v->valuedouble;
+static const qkv_field fields[] = {
+    QKV_FIELD_INT(tcls_opts, d_model, "d_model", 128, 1, 1 << 16, "width of the model"),
+    QKV_FIELD_INT(tcls_opts, n_layers, "n_layers", 2, 1, QKV_TCLS_MAX_LAYERS, "encoder blocks"),
+    QKV_FIELD_INT(tcls_opts, n_heads, "n_heads", 4, 1, 1 << 12, "attention heads (must divide d_model)"),
+    QKV_FIELD_INT(tcls_opts, d_ff, "d_ff", 512, 1, 1 << 20, "inner width of the feed-forward layers"),
+    QKV_FIELD_CHOICE(tcls_opts, activation, "activation", "relu", "relu|gelu|gelu_tanh|gelu_new",
+                     "feed-forward activation (gelu_new is gelu_tanh)"),
+    QKV_FIELD_CHOICE(tcls_opts, norm, "norm", "pre", "pre|post", "layer norm before (pre) or after (post) each sublayer"),
+    QKV_FIELD_NUM(tcls_opts, dropout, "dropout", 0.1, 0, 1, QKV_FIELD_HI_OPEN, "dropout on embeddings and sublayers"),
+    QKV_FIELD_NUM(tcls_opts, attn_dropout, "attn_dropout", 0.1, 0, 1, QKV_FIELD_HI_OPEN,
+                  "dropout on the attention weights"),
+    QKV_FIELD_CHOICE(tcls_opts, pos_enc, "pos_enc", "sinusoidal", "sinusoidal|learned", "position encoding"),
+    QKV_FIELD_BOOL(tcls_opts, emb_scale_sqrt_d, "emb_scale_sqrt_d", true, "scale embeddings by sqrt(d_model)"),
+    QKV_FIELD_INT(tcls_opts, max_len, "max_len", 512, 1, 1 << 20,
+                  "longest sequence (positions); at least the data's longest"),
+    QKV_FIELD_STR(tcls_opts, pretrained, "embeddings.pretrained", NULL, QKV_FIELD_NULLABLE | QKV_FIELD_PATH,
+                  "safetensors [vocab, d_model] matrix in the run's vocabulary order (older than the run's "
+                  "\"embeddings\" section)"),
+    QKV_FIELD_BOOL(tcls_opts, frozen, "embeddings.frozen", false, "keep the token embeddings fixed"),
+};
+
+static qkv_status check_opts(const void *p) {
+    const tcls_opts *o = p;
+    if (o->d_model % o->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID, "model.d_model %lld must be a multiple of model.n_heads %lld",
+                             (long long)o->d_model, (long long)o->n_heads);
     return QKV_OK;
 }
 
-static qkv_status cfg_prob(const cJSON *cfg, const char *key, float *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble < 1.0))
-        return qkv_error_set(QKV_ERR_INVALID, "model.%s must be a number in [0, 1)", key);
-    *out = (float)v->valuedouble;
-    return QKV_OK;
-}
-
-static qkv_status cfg_bool(const cJSON *cfg, const char *key, const char *path, bool *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (!cJSON_IsBool(v)) return qkv_error_set(QKV_ERR_INVALID, "model.%s must be true or false", path);
-    *out = cJSON_IsTrue(v);
-    return QKV_OK;
-}
-
-/* A string key that must be one of two values: *out = 0 for `a`, 1 for `b`. */
-static qkv_status cfg_choice(const cJSON *cfg, const char *key, const char *a, const char *b, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v) return QKV_OK;
-    if (cJSON_IsString(v) && !strcmp(v->valuestring, a)) *out = 0;
-    else if (cJSON_IsString(v) && !strcmp(v->valuestring, b)) *out = 1;
-    else return qkv_error_set(QKV_ERR_INVALID, "model.%s must be \"%s\" or \"%s\"", key, a, b);
-    return QKV_OK;
-}
+static const qkv_schema schema = QKV_SCHEMA("model", tcls_opts, fields, check_opts);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
 /* The pretrained matrix: the file's only tensor, or the one named "weight" / "embedding.weight". */
 static qkv_tensor *load_pretrained(const char *path) {
@@ -219,40 +215,26 @@ static qkv_tensor *load_pretrained(const char *path) {
 }
 
 static qkv_status parse_config(const cJSON *cfg, const qkv_task_info *info, qkv_tcls_config *c, const char **pre) {
+    tcls_opts o;
+    qkv_status st = qkv_model_config(&schema, cfg, &o);
+    if (st) return st;
     *c = qkv_tcls_config_default(info->vocab_size, info->n_classes);
-    *pre = NULL;
-    int norm = 0, pos = 0;
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
-    qkv_status st;
-    if ((st = cfg_int(cfg, "d_model", 1, 1 << 16, &c->d_model)) ||
-        (st = cfg_int(cfg, "n_layers", 1, QKV_TCLS_MAX_LAYERS, &c->n_layers)) ||
-        (st = cfg_int(cfg, "n_heads", 1, 1 << 12, &c->n_heads)) || (st = cfg_int(cfg, "d_ff", 1, 1 << 20, &c->d_ff)) ||
-        (st = cfg_int(cfg, "max_len", 1, 1 << 20, &c->max_len)) || (st = cfg_prob(cfg, "dropout", &c->dropout)) ||
-        (st = cfg_prob(cfg, "attn_dropout", &c->attn_dropout)) ||
-        (st = cfg_bool(cfg, "emb_scale_sqrt_d", "emb_scale_sqrt_d", &c->emb_scale_sqrt_d)) ||
-        (st = cfg_choice(cfg, "norm", "pre", "post", &norm)) ||
-        (st = cfg_choice(cfg, "pos_enc", "sinusoidal", "learned", &pos)))
-        return st;
-    c->norm_first = norm == 0;
-    c->pos_enc = pos == 0 ? QKV_POSENC_SINUSOIDAL : QKV_POSENC_LEARNED;
-    if (act && (!cJSON_IsString(act) || !qkv_activation_parse(act->valuestring, &c->activation) ||
-                c->activation == QKV_ACT_TANH))
-        return qkv_error_set(QKV_ERR_INVALID, "model.activation must be \"relu\", \"gelu\" or \"gelu_tanh\"");
-    if (c->d_model % c->n_heads)
-        return qkv_error_set(QKV_ERR_INVALID, "model.d_model %lld must be a multiple of model.n_heads %lld",
-                             (long long)c->d_model, (long long)c->n_heads);
+    c->d_model = o.d_model;
+    c->n_layers = o.n_layers;
+    c->n_heads = o.n_heads;
+    c->d_ff = o.d_ff;
+    c->max_len = o.max_len;
+    c->dropout = (float)o.dropout;
+    c->attn_dropout = (float)o.attn_dropout;
+    c->emb_scale_sqrt_d = o.emb_scale_sqrt_d;
+    c->norm_first = !strcmp(o.norm, "pre");
+    c->pos_enc = !strcmp(o.pos_enc, "sinusoidal") ? QKV_POSENC_SINUSOIDAL : QKV_POSENC_LEARNED;
+    qkv_activation_parse(o.activation, &c->activation); /* the schema's choices all parse */
+    c->frozen = o.frozen;
+    *pre = o.pretrained && o.pretrained[0] ? o.pretrained : NULL;
     if (info->max_len > c->max_len)
         return qkv_error_set(QKV_ERR_INVALID, "model.max_len %lld is shorter than the data's longest sequence %lld",
                              (long long)c->max_len, (long long)info->max_len);
-    const cJSON *emb = cJSON_GetObjectItemCaseSensitive(cfg, "embeddings");
-    if (emb && !cJSON_IsNull(emb)) {
-        if (!cJSON_IsObject(emb)) return qkv_error_set(QKV_ERR_INVALID, "model.embeddings must be an object");
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(emb, "pretrained");
-        if (p && !cJSON_IsNull(p) && !cJSON_IsString(p))
-            return qkv_error_set(QKV_ERR_INVALID, "model.embeddings.pretrained must be a file path or null");
-        if (cJSON_IsString(p) && p->valuestring[0]) *pre = p->valuestring;
-        if ((st = cfg_bool(emb, "frozen", "embeddings.frozen", &c->frozen))) return st;
-    }
     return QKV_OK;
 }
 
@@ -348,7 +330,8 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .task = "classify",
     .summary = "Transformer encoder (pre/post-LN, sinusoidal or learned positions), classifies from token 0 "
                "([CLS])",
-    .default_config = default_config,
+    .config = &schema,
+    .default_config = defaults_json,
     .data_defaults = "{\"cls_token\": true}",
     .create = tcls_create,
     .free = tcls_free,

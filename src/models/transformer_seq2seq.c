@@ -8,6 +8,7 @@
 #include "qkv/attention.h"
 #include "qkv/error.h"
 #include "qkv/ops.h"
+#include "qkv/schema.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_tf_s2s_init(qkv_tf_s2s *m, qkv_params *params, const qkv_tf_s2s_config *cfg, qkv_rng *rng) {
@@ -307,45 +308,58 @@ typedef struct tf_model {
     qkv_tf_s2s m; /* first: the decoder's functions cast a model to it */
 } tf_model;
 
+/* The "model" fields, declared once. */
+typedef struct tf_opts {
+    int64_t d_model, n_heads, d_ff, n_enc_layers, n_dec_layers, max_len;
+    const char *activation, *norm;
+    double dropout;
+    bool share_embeddings;
+} tf_opts;
+
+static const qkv_field tf_fields[] = {
+    QKV_FIELD_INT(tf_opts, d_model, "d_model", 256, 1, 1 << 16, "width of the model"),
+    QKV_FIELD_INT(tf_opts, n_heads, "n_heads", 4, 1, 1024, "attention heads (must divide d_model)"),
+    QKV_FIELD_INT(tf_opts, d_ff, "d_ff", 1024, 1, 1 << 20, "inner width of the feed-forward layers"),
+    QKV_FIELD_INT(tf_opts, n_enc_layers, "n_enc_layers", 3, 1, QKV_NN_MAX_LAYERS, "encoder blocks"),
+    QKV_FIELD_INT(tf_opts, n_dec_layers, "n_dec_layers", 3, 1, QKV_NN_MAX_LAYERS, "decoder blocks"),
+    QKV_FIELD_CHOICE(tf_opts, activation, "activation", "relu", "relu|gelu|gelu_tanh|tanh|gelu_new",
+                     "feed-forward activation (gelu_new is gelu_tanh)"),
+    QKV_FIELD_CHOICE(tf_opts, norm, "norm", "post", "pre|post", "layer norm before (pre) or after (post) each sublayer"),
+    QKV_FIELD_NUM(tf_opts, dropout, "dropout", 0.1, 0, 0.99, 0, "dropout on embeddings, sublayers and attention"),
+    QKV_FIELD_INT(tf_opts, max_len, "max_len", 256, 1, 1 << 20, "positions (raised to the data's longest sequence)"),
+    QKV_FIELD_BOOL(tf_opts, share_embeddings, "share_embeddings", false,
+                   "one embedding for source, target and output (needs data.shared_vocab)"),
+};
+
+static qkv_status tf_check(const void *p) {
+    const tf_opts *o = p;
+    if (o->d_model % o->n_heads)
+        return qkv_error_set(QKV_ERR_INVALID, "model.d_model %lld is not divisible by model.n_heads %lld",
+                             (long long)o->d_model, (long long)o->n_heads);
+    return QKV_OK;
+}
+
+static const qkv_schema tf_schema = QKV_SCHEMA("model", tf_opts, tf_fields, tf_check);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
+
 static qkv_model *tf_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     const char *who = "transformer_seq2seq";
+    tf_opts o;
+    if (qkv_model_config(&tf_schema, cfg, &o)) return NULL;
     if (!info || info->vocab_size < 1) {
         qkv_error_set(QKV_ERR_INVALID, "%s: the task gives no vocabulary size", who);
         return NULL;
     }
     qkv_tf_s2s_config c = {.src_vocab = info->vocab_size,
                            .tgt_vocab = info->tgt_vocab_size > 0 ? info->tgt_vocab_size : info->vocab_size,
-                           .block = qkv_nn_block_config_default(256, 4),
-                           .n_enc_layers = 3, .n_dec_layers = 3, .max_len = 256};
-    c.block.dim_feedforward = 1024;
-    int64_t enc = 3, dec = 3;
-    const char *act = "relu", *norm = "post";
-    if (s2s_cfg_int(cfg, who, "d_model", 1, 1 << 16, &c.block.d_model) ||
-        s2s_cfg_int(cfg, who, "n_heads", 1, 1024, &c.block.nhead) ||
-        s2s_cfg_int(cfg, who, "d_ff", 1, 1 << 20, &c.block.dim_feedforward) ||
-        s2s_cfg_int(cfg, who, "n_enc_layers", 1, QKV_NN_MAX_LAYERS, &enc) ||
-        s2s_cfg_int(cfg, who, "n_dec_layers", 1, QKV_NN_MAX_LAYERS, &dec) ||
-        s2s_cfg_int(cfg, who, "max_len", 1, 1 << 20, &c.max_len) ||
-        s2s_cfg_float(cfg, who, "dropout", 0.0, 0.99, &c.block.dropout) || s2s_cfg_str(cfg, who, "activation", &act) ||
-        s2s_cfg_str(cfg, who, "norm", &norm) || s2s_cfg_bool(cfg, who, "share_embeddings", &c.share_embeddings))
-        return NULL;
-    if (info->max_len > c.max_len) c.max_len = info->max_len;
-    c.n_enc_layers = (int)enc;
-    c.n_dec_layers = (int)dec;
-    if (!qkv_activation_parse(act, &c.block.activation)) {
-        qkv_error_set(QKV_ERR_INVALID, "%s: model.activation '%s' is not relu, gelu, gelu_tanh or tanh", who, act);
-        return NULL;
-    }
-    if (strcmp(norm, "pre") && strcmp(norm, "post")) {
-        qkv_error_set(QKV_ERR_INVALID, "%s: model.norm '%s' must be \"pre\" or \"post\"", who, norm);
-        return NULL;
-    }
-    c.block.norm_first = !strcmp(norm, "pre");
-    if (c.block.d_model % c.block.nhead) {
-        qkv_error_set(QKV_ERR_INVALID, "%s: model.d_model %lld is not divisible by model.n_heads %lld", who,
-                      (long long)c.block.d_model, (long long)c.block.nhead);
-        return NULL;
-    }
+                           .block = qkv_nn_block_config_default(o.d_model, o.n_heads),
+                           .n_enc_layers = (int)o.n_enc_layers, .n_dec_layers = (int)o.n_dec_layers,
+                           .max_len = o.max_len > info->max_len ? o.max_len : info->max_len,
+                           .share_embeddings = o.share_embeddings};
+    c.block.dim_feedforward = o.d_ff;
+    c.block.dropout = (float)o.dropout;
+    c.block.norm_first = !strcmp(o.norm, "pre");
+    qkv_activation_parse(o.activation, &c.block.activation); /* the schema's choices all parse */
     tf_model *tm = calloc(1, sizeof *tm);
     if (!tm) {
         qkv_error_set(QKV_ERR_NOMEM, "%s: out of memory", who);
@@ -415,9 +429,8 @@ const qkv_model_type qkv_model_transformer_seq2seq = {
     .name = "transformer_seq2seq",
     .task = "seq2seq",
     .summary = "encoder-decoder Transformer (torch.nn.Transformer + embeddings, sinusoidal positions, generator)",
-    .default_config = "{\"type\": \"transformer_seq2seq\", \"d_model\": 256, \"n_heads\": 4, \"d_ff\": 1024, "
-                      "\"n_enc_layers\": 3, \"n_dec_layers\": 3, \"activation\": \"relu\", \"norm\": \"post\", "
-                      "\"dropout\": 0.1, \"max_len\": 256, \"share_embeddings\": false}",
+    .config = &tf_schema,
+    .default_config = defaults_json,
     .create = tf_create,
     .free = tf_model_free,
     .loss = tf_model_loss,

@@ -12,88 +12,107 @@
 #include "train_internal.h"
 
 
-/* Everything but "model". docs/training.md explains each field; keep the two in step. */
-static const char *const DEFAULTS =
-    "{"
-    "\"model\": {},"
-    "\"data\": {"
-    "  \"train\": \"\", \"dev\": \"\", \"test\": \"\","
-    "  \"format\": \"auto\", \"tokenizer\": \"auto\", \"vocab_file\": \"\", \"merges_file\": \"\","
-    "  \"lowercase\": true, \"strip_punct\": true, \"min_freq\": 1, \"max_vocab\": 0, \"bpe_vocab_size\": 8000,"
-    "  \"bpe_min_freq\": 2,"
-    "  \"max_len\": 128, \"seq_len\": 64, \"shared_vocab\": false, \"cls_token\": false,"
-    "  \"shuffle\": true, \"bucket\": true"
-    "},"
-    "\"train\": {"
-    "  \"steps\": 1000, \"batch_size\": 32,"
-    "  \"optimizer\": {\"name\": \"adam\", \"lr\": 0.001, \"weight_decay\": 0, \"decay_exclude_1d\": true,"
-    "                \"momentum\": 0, \"dampening\": 0, \"nesterov\": false, \"beta1\": 0.9, \"beta2\": 0.999,"
-    "                \"eps\": 1e-8, \"rho\": 0.9},"
-    "  \"schedule\": {\"spec\": \"constant\", \"warmup_steps\": 0, \"total_steps\": 0, \"min_ratio\": 0,"
-    "               \"d_model\": 0},"
-    "  \"clip_norm\": 0, \"clip_value\": 0,"
-    "  \"log_every\": 10, \"checkpoint_every\": 100, \"keep_checkpoints\": 3, \"max_nan_skips\": 10, \"max_seconds\": 0"
-    "},"
-    "\"eval\": {"
-    "  \"every\": 100, \"batch_size\": 64, \"max_batches\": 0, \"metric\": \"auto\", \"mode\": \"auto\","
-    "  \"patience\": 0, \"bleu\": false, \"bleu_max_examples\": 200"
-    "},"
-    "\"embeddings\": {\"pretrained\": null, \"frozen\": false, \"lowercase_fallback\": true, \"format\": \"auto\"},"
-    "\"seed\": 1"
-    "}";
-
-/* Range rules for the fields above. Integers must be integral; lo/hi bounds are inclusive unless open. */
-typedef enum { R_INT, R_NUM, R_ENUM } rule_kind;
-typedef struct {
-    const char *path;
-    rule_kind kind;
-    double lo, hi;
-    bool lo_open;
-    const char *choices; /* R_ENUM: '|'-separated */
-} rule;
-
-#define BIG 1e15
-static const rule RULES[] = {
-    {"data.format", R_ENUM, 0, 0, false, "auto|tsv|text|shard"},
-    {"data.tokenizer", R_ENUM, 0, 0, false, "auto|word|char|bpe|wordpiece"},
-    {"data.min_freq", R_INT, 1, BIG, false, NULL},
-    {"data.max_vocab", R_INT, 0, BIG, false, NULL},
-    {"data.bpe_vocab_size", R_INT, 257, 1 << 20, false, NULL},
-    {"data.bpe_min_freq", R_INT, 1, BIG, false, NULL},
-    {"data.max_len", R_INT, 1, 1 << 20, false, NULL},
-    {"data.seq_len", R_INT, 1, 1 << 20, false, NULL},
-    {"train.steps", R_INT, 1, BIG, false, NULL},
-    {"train.batch_size", R_INT, 1, 1 << 20, false, NULL},
-    {"train.optimizer.name", R_ENUM, 0, 0, false, "sgd|adam|adamw|adadelta"},
-    {"train.optimizer.lr", R_NUM, 0, BIG, true, NULL},
-    {"train.optimizer.weight_decay", R_NUM, 0, BIG, false, NULL},
-    {"train.optimizer.momentum", R_NUM, 0, 1, false, NULL},
-    {"train.optimizer.dampening", R_NUM, 0, 1, false, NULL},
-    {"train.optimizer.beta1", R_NUM, 0, 1, false, NULL},
-    {"train.optimizer.beta2", R_NUM, 0, 1, false, NULL},
-    {"train.optimizer.eps", R_NUM, 0, 1, true, NULL},
-    {"train.optimizer.rho", R_NUM, 0, 1, false, NULL},
-    {"train.schedule.warmup_steps", R_INT, 0, BIG, false, NULL},
-    {"train.schedule.total_steps", R_INT, 0, BIG, false, NULL},
-    {"train.schedule.min_ratio", R_NUM, 0, 1, false, NULL},
-    {"train.schedule.d_model", R_NUM, 0, BIG, false, NULL},
-    {"train.clip_norm", R_NUM, 0, BIG, false, NULL},
-    {"train.clip_value", R_NUM, 0, BIG, false, NULL},
-    {"train.log_every", R_INT, 1, BIG, false, NULL},
-    {"train.checkpoint_every", R_INT, 0, BIG, false, NULL},
-    {"train.keep_checkpoints", R_INT, 1, 1000, false, NULL},
-    {"train.max_nan_skips", R_INT, 0, BIG, false, NULL},
-    {"train.max_seconds", R_NUM, 0, BIG, false, NULL},
-    {"eval.every", R_INT, 0, BIG, false, NULL},
-    {"eval.batch_size", R_INT, 1, 1 << 20, false, NULL},
-    {"eval.max_batches", R_INT, 0, BIG, false, NULL},
-    {"eval.metric", R_ENUM, 0, 0, false, "auto|loss|accuracy|macro_f1|perplexity|bits_per_token|bleu"},
-    {"eval.mode", R_ENUM, 0, 0, false, "auto|min|max"},
-    {"eval.patience", R_INT, 0, BIG, false, NULL},
-    {"eval.bleu_max_examples", R_INT, 0, BIG, false, NULL},
-    {"embeddings.format", R_ENUM, 0, 0, false, "auto|text|binary"},
-    {"seed", R_INT, 0, 4294967295.0, false, NULL},
+/* Everything but "model", declared once: defaults, allowed values and docs. docs/training.md explains each field at
+ * more length; keep the two in step. Bounds are inclusive unless flagged open. */
+#define NO_MAX 1e15
+#define S qkv_run_settings
+static const qkv_field FIELDS[] = {
+    QKV_FIELD_STR(S, data.train, "data.train", "", QKV_FIELD_PATH, "training file (required)"),
+    QKV_FIELD_STR(S, data.dev, "data.dev", "", QKV_FIELD_PATH, "dev file: evals and the best checkpoint ('' = none)"),
+    QKV_FIELD_STR(S, data.test, "data.test", "", QKV_FIELD_PATH, "test file, read only by qkv eval --split test"),
+    QKV_FIELD_CHOICE(S, data.format, "data.format", "auto", "auto|tsv|text|shard", "file format; auto: by task"),
+    QKV_FIELD_CHOICE(S, data.tokenizer, "data.tokenizer", "auto", "auto|word|char|bpe|wordpiece",
+                     "auto = word, or char for lm"),
+    QKV_FIELD_STR(S, data.vocab_file, "data.vocab_file", "", QKV_FIELD_PATH, "wordpiece vocab.txt or GPT-2 vocab.json"),
+    QKV_FIELD_STR(S, data.merges_file, "data.merges_file", "", QKV_FIELD_PATH, "GPT-2 merges.txt (with vocab_file)"),
+    QKV_FIELD_BOOL(S, data.lowercase, "data.lowercase", true, "word and wordpiece tokenizers lowercase"),
+    QKV_FIELD_BOOL(S, data.strip_punct, "data.strip_punct", true, "word tokenizer drops punctuation"),
+    QKV_FIELD_INT(S, data.min_freq, "data.min_freq", 1, 1, NO_MAX, "word/char vocabulary: minimum count"),
+    QKV_FIELD_INT(S, data.max_vocab, "data.max_vocab", 0, 0, NO_MAX, "word/char vocabulary size limit (0 = none)"),
+    QKV_FIELD_INT(S, data.bpe_vocab_size, "data.bpe_vocab_size", 8000, 257, 1 << 20, "tokens of a trained BPE"),
+    QKV_FIELD_INT(S, data.bpe_min_freq, "data.bpe_min_freq", 2, 1, NO_MAX, "a trained BPE merges pairs this frequent"),
+    QKV_FIELD_INT(S, data.max_len, "data.max_len", 128, 1, 1 << 20, "classify/seq2seq: longer texts are truncated"),
+    QKV_FIELD_INT(S, data.seq_len, "data.seq_len", 64, 1, 1 << 20, "lm: window length"),
+    QKV_FIELD_BOOL(S, data.shared_vocab, "data.shared_vocab", false, "seq2seq: one vocabulary for both sides"),
+    QKV_FIELD_BOOL(S, data.cls_token, "data.cls_token", false, "classify, word tokenizer: prepend [CLS]"),
+    QKV_FIELD_BOOL(S, data.shuffle, "data.shuffle", true, "seeded shuffle each epoch"),
+    QKV_FIELD_BOOL(S, data.bucket, "data.bucket", true, "batch examples of alike lengths"),
+    QKV_FIELD_INT(S, train.steps, "train.steps", 1000, 1, NO_MAX, "total optimiser steps"),
+    QKV_FIELD_INT(S, train.batch_size, "train.batch_size", 32, 1, 1 << 20, "examples (lm: windows) per step"),
+    QKV_FIELD_CHOICE(S, train.optimizer.name, "train.optimizer.name", "adam", "sgd|adam|adamw|adadelta",
+                     "optimiser (torch.optim semantics)"),
+    QKV_FIELD_NUM(S, train.optimizer.lr, "train.optimizer.lr", 0.001, 0, NO_MAX, QKV_FIELD_LO_OPEN,
+                  "base learning rate"),
+    QKV_FIELD_NUM(S, train.optimizer.weight_decay, "train.optimizer.weight_decay", 0, 0, NO_MAX, 0,
+                  "L2 (AdamW: decoupled)"),
+    QKV_FIELD_BOOL(S, train.optimizer.decay_exclude_1d, "train.optimizer.decay_exclude_1d", true,
+                   "no weight decay on 1-D tensors"),
+    QKV_FIELD_NUM(S, train.optimizer.momentum, "train.optimizer.momentum", 0, 0, 1, 0, "SGD momentum"),
+    QKV_FIELD_NUM(S, train.optimizer.dampening, "train.optimizer.dampening", 0, 0, 1, 0, "SGD dampening"),
+    QKV_FIELD_BOOL(S, train.optimizer.nesterov, "train.optimizer.nesterov", false,
+                   "SGD Nesterov momentum (needs momentum > 0, dampening 0)"),
+    QKV_FIELD_NUM(S, train.optimizer.beta1, "train.optimizer.beta1", 0.9, 0, 1, 0, "Adam/AdamW beta1"),
+    QKV_FIELD_NUM(S, train.optimizer.beta2, "train.optimizer.beta2", 0.999, 0, 1, 0, "Adam/AdamW beta2"),
+    QKV_FIELD_NUM(S, train.optimizer.eps, "train.optimizer.eps", 1e-8, 0, 1, QKV_FIELD_LO_OPEN,
+                  "Adam/AdamW/AdaDelta epsilon"),
+    QKV_FIELD_NUM(S, train.optimizer.rho, "train.optimizer.rho", 0.9, 0, 1, 0, "AdaDelta rho"),
+    QKV_FIELD_STR(S, train.schedule.spec, "train.schedule.spec", "constant", 0,
+                  "schedule.h spec, e.g. \"constant * linear_warmup * rsqrt_decay\""),
+    QKV_FIELD_INT(S, train.schedule.warmup_steps, "train.schedule.warmup_steps", 0, 0, NO_MAX, "warmup steps"),
+    QKV_FIELD_INT(S, train.schedule.total_steps, "train.schedule.total_steps", 0, 0, NO_MAX,
+                  "decay horizon (0 = train.steps)"),
+    QKV_FIELD_NUM(S, train.schedule.min_ratio, "train.schedule.min_ratio", 0, 0, 1, 0, "floor of decays, times lr"),
+    QKV_FIELD_NUM(S, train.schedule.d_model, "train.schedule.d_model", 0, 0, NO_MAX, 0, "rsqrt_decay's model width"),
+    QKV_FIELD_NUM(S, train.clip_norm, "train.clip_norm", 0, 0, NO_MAX, 0, "clip gradients to this global norm (0 = off)"),
+    QKV_FIELD_NUM(S, train.clip_value, "train.clip_value", 0, 0, NO_MAX, 0, "clip gradients to +-value (0 = off)"),
+    QKV_FIELD_INT(S, train.log_every, "train.log_every", 10, 1, NO_MAX, "a train log record every N steps"),
+    QKV_FIELD_INT(S, train.checkpoint_every, "train.checkpoint_every", 100, 0, NO_MAX,
+                  "a checkpoint every N steps (0: at the end)"),
+    QKV_FIELD_INT(S, train.keep_checkpoints, "train.keep_checkpoints", 3, 1, 1000, "ckpt-<step> files kept"),
+    QKV_FIELD_INT(S, train.max_nan_skips, "train.max_nan_skips", 10, 0, NO_MAX,
+                  "non-finite steps in a row before the run fails"),
+    QKV_FIELD_NUM(S, train.max_seconds, "train.max_seconds", 0, 0, NO_MAX, 0,
+                  "time budget of training proper (0 = none)"),
+    QKV_FIELD_INT(S, eval.every, "eval.every", 100, 0, NO_MAX, "an eval on dev every N steps (0: never)"),
+    QKV_FIELD_INT(S, eval.batch_size, "eval.batch_size", 64, 1, 1 << 20, "eval batch size"),
+    QKV_FIELD_INT(S, eval.max_batches, "eval.max_batches", 0, 0, NO_MAX, "eval batches (0 = the whole split)"),
+    QKV_FIELD_CHOICE(S, eval.metric, "eval.metric", "auto", "auto|loss|accuracy|macro_f1|perplexity|bits_per_token|bleu",
+                     "what best.safetensors and early stopping follow"),
+    QKV_FIELD_CHOICE(S, eval.mode, "eval.mode", "auto", "auto|min|max", "whether the metric is better low or high"),
+    QKV_FIELD_INT(S, eval.patience, "eval.patience", 0, 0, NO_MAX, "stop after N evals without improvement (0: never)"),
+    QKV_FIELD_BOOL(S, eval.bleu, "eval.bleu", false, "seq2seq: also report greedy-decode BLEU on dev"),
+    QKV_FIELD_INT(S, eval.bleu_max_examples, "eval.bleu_max_examples", 200, 0, NO_MAX,
+                  "dev examples decoded for BLEU (0 = all)"),
+    QKV_FIELD_STR(S, embeddings.pretrained, "embeddings.pretrained", NULL, QKV_FIELD_NULLABLE | QKV_FIELD_PATH,
+                  "word vector file (GloVe or word2vec) for the model's token embeddings"),
+    QKV_FIELD_BOOL(S, embeddings.frozen, "embeddings.frozen", false, "the embedding matrices get no gradient"),
+    QKV_FIELD_BOOL(S, embeddings.lowercase_fallback, "embeddings.lowercase_fallback", true,
+                   "a token missing from the file is looked up lowercased"),
+    QKV_FIELD_CHOICE(S, embeddings.format, "embeddings.format", "auto", "auto|text|binary", "vector file format"),
+    QKV_FIELD_INT(S, seed, "seed", 1, 0, 4294967295.0, "seeds init (seed), dropout (seed + 1) and data order (seed + 2)"),
 };
+#undef S
+
+/* Rules between fields that single-field checks cannot express. */
+static qkv_status check_settings(const void *p) {
+    const qkv_run_settings *c = p;
+    qkv_schedule s;
+    double total = (double)c->train.schedule.total_steps;
+    if (total == 0) total = (double)c->train.steps;
+    if (qkv_schedule_parse(&s, c->train.schedule.spec, c->train.optimizer.lr, (double)c->train.schedule.warmup_steps,
+                           total, c->train.schedule.min_ratio, c->train.schedule.d_model) != QKV_OK)
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+    return QKV_OK;
+}
+
+static const qkv_schema SCHEMA = QKV_SCHEMA("", qkv_run_settings, FIELDS, check_settings);
+
+const qkv_schema *qkv_config_schema(void) { return &SCHEMA; }
+
+qkv_status qkv_config_settings(const cJSON *cfg, qkv_run_settings *out) {
+    static const char *const skip[] = {"model", NULL};
+    return qkv_schema_fill(&SCHEMA, cfg, skip, out);
+}
 
 static cJSON *parse_text(const char *name, const char *text, size_t len) {
     const char *end = NULL;
@@ -184,29 +203,33 @@ qkv_status qkv_config_set(cJSON *cfg, const char *assignment) {
 }
 
 cJSON *qkv_config_defaults(const qkv_model_type *type) {
-    cJSON *d = cJSON_Parse(DEFAULTS);
-    if (!d) {
+    cJSON *d = cJSON_CreateObject(), *run = qkv_schema_json(&SCHEMA);
+    cJSON *model = cJSON_AddObjectToObject(d, "model");
+    cJSON *m = type && type->config ? qkv_schema_json(type->config) : cJSON_CreateObject();
+    if (!d || !run || !model || !m) {
+        cJSON_Delete(d);
+        cJSON_Delete(run);
+        cJSON_Delete(m);
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (!type) return d;
-    cJSON *m = type->default_config ? cJSON_Parse(type->default_config) : cJSON_CreateObject();
-    if (!m || !cJSON_IsObject(m)) {
-        cJSON_Delete(m);
-        cJSON_Delete(d);
-        qkv_error_set(QKV_ERR_FORMAT, "model type '%s': its default_config is not a JSON object", type->name);
-        return NULL;
+    /* "model" first, then the run sections in table order. */
+    while (run->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(run, run->child);
+        cJSON_AddItemToObject(d, item->string, item); /* cJSON copies the key before freeing the old one */
     }
-    /* "type" first, whatever the model's own defaults say. */
-    cJSON_DeleteItemFromObjectCaseSensitive(m, "type");
-    cJSON *model = cJSON_CreateObject();
+    cJSON_Delete(run);
+    if (!type) {
+        cJSON_Delete(m);
+        return d;
+    }
+    /* "type" first in "model". */
     cJSON_AddStringToObject(model, "type", type->name);
     while (m->child) {
         cJSON *item = cJSON_DetachItemViaPointer(m, m->child);
-        cJSON_AddItemToObject(model, item->string, item); /* cJSON copies the key before freeing the old one */
+        cJSON_AddItemToObject(model, item->string, item);
     }
     cJSON_Delete(m);
-    cJSON_ReplaceItemInObjectCaseSensitive(d, "model", model);
     /* The model type's own data defaults (e.g. a [CLS] token for models that classify from position 0). */
     cJSON *dd = type->data_defaults ? cJSON_Parse(type->data_defaults) : NULL;
     cJSON *data = cJSON_GetObjectItemCaseSensitive(d, "data");
@@ -268,47 +291,23 @@ static qkv_status merge(cJSON *dst, const cJSON *src, const char *prefix) {
     return QKV_OK;
 }
 
-static qkv_status check_rule(const cJSON *cfg, const rule *r) {
-    const cJSON *v = qkv_config_get(cfg, r->path);
-    if (!v) return QKV_OK;
-    if (r->kind == R_ENUM) {
-        const char *s = cJSON_GetStringValue(v);
-        size_t n = s ? strlen(s) : 0;
-        for (const char *c = r->choices; s && *c;) {
-            const char *bar = strchr(c, '|');
-            size_t len = bar ? (size_t)(bar - c) : strlen(c);
-            if (len == n && !strncmp(c, s, n)) return QKV_OK;
-            c += len + (bar != NULL);
-        }
-        return qkv_error_set(QKV_ERR_INVALID, "%s: expected one of %s, got '%s'", r->path, r->choices, s ? s : "");
-    }
-    double x = v->valuedouble;
-    bool integral = r->kind == R_INT;
-    bool ok = isfinite(x) && (r->lo_open ? x > r->lo : x >= r->lo) && x <= r->hi && (!integral || x == floor(x));
-    if (ok) return QKV_OK;
-    char range[96];
-    if (r->hi >= BIG)
-        snprintf(range, sizeof range, "%s %s %g", integral ? "an integer" : "a number", r->lo_open ? ">" : ">=", r->lo);
-    else
-        snprintf(range, sizeof range, "%s in %s%g, %g]", integral ? "an integer" : "a number", r->lo_open ? "(" : "[",
-                 r->lo, r->hi);
-    return qkv_error_set(QKV_ERR_RANGE, "%s: expected %s, got %.17g", r->path, range, x);
+/* The model object through its type's schema: fields, then the type's cross-field rules (as create() does). */
+static qkv_status check_model(const qkv_model_type *type, const cJSON *model) {
+    if (!type->config) return QKV_OK;
+    void *opts = calloc(1, type->config->size ? type->config->size : 1);
+    if (!opts) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    qkv_status st = qkv_model_config(type->config, model, opts);
+    free(opts);
+    return st;
 }
 
-/* Cross-field checks that single-field rules cannot express. */
-static qkv_status check_combined(const cJSON *cfg) {
-    qkv_schedule s;
-    double total = qkv_config_num(cfg, "train.schedule.total_steps", 0);
-    if (total == 0) total = qkv_config_num(cfg, "train.steps", 1);
-    if (qkv_schedule_parse(&s, qkv_config_str(cfg, "train.schedule.spec", ""),
-                           qkv_config_num(cfg, "train.optimizer.lr", 1e-3),
-                           qkv_config_num(cfg, "train.schedule.warmup_steps", 0), total,
-                           qkv_config_num(cfg, "train.schedule.min_ratio", 0),
-                           qkv_config_num(cfg, "train.schedule.d_model", 0)) != QKV_OK)
-        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
-    if (!*qkv_config_str(cfg, "data.train", ""))
-        return qkv_error_set(QKV_ERR_INVALID, "data.train: required (the training file)");
-    return QKV_OK;
+static qkv_status check_all(const qkv_model_type *type, const cJSON *cfg) {
+    qkv_run_settings rs;
+    qkv_status st = qkv_config_settings(cfg, &rs);
+    if (st == QKV_OK) st = check_model(type, cJSON_GetObjectItemCaseSensitive(cfg, "model"));
+    if (st == QKV_OK && !rs.data.train[0])
+        st = qkv_error_set(QKV_ERR_INVALID, "data.train: required (the training file)");
+    return st;
 }
 
 cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
@@ -340,8 +339,7 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
     cJSON *cfg = qkv_config_defaults(type);
     if (!cfg) return NULL;
     qkv_status st = merge(cfg, user, "");
-    for (size_t i = 0; st == QKV_OK && i < sizeof RULES / sizeof RULES[0]; i++) st = check_rule(cfg, &RULES[i]);
-    if (st == QKV_OK) st = check_combined(cfg);
+    if (st == QKV_OK) st = check_all(type, cfg);
     if (st != QKV_OK) {
         cJSON_Delete(cfg);
         return NULL;

@@ -90,7 +90,7 @@ qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bl
     const task *t = &r->task;
     if (t->kind != TASK_SEQ2SEQ || (!t->vocab && !t->bpe)) return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU needs seq2seq data");
     int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;
-    int64_t bs = qkv_config_int(r->cfg, "eval.batch_size", 64), cap = t->max_len + 1;
+    int64_t bs = r->set.eval.batch_size, cap = t->max_len + 1;
     char **hyps = calloc((size_t)n, sizeof *hyps), **refs = calloc((size_t)n, sizeof *refs);
     int32_t *hyp = malloc(sizeof *hyp * (size_t)(bs * cap));
     int64_t *idx = malloc(sizeof *idx * (size_t)bs);

@@ -192,7 +192,7 @@ static qkv_status checkpoint(loop_ctx *L) {
     char name[64];
     snprintf(name, sizeof name, "ckpt-%ld.safetensors", L->r->state.step);
     qkv_status st = save(L, name);
-    if (st == QKV_OK) prune(L->r->dir, qkv_config_int(L->r->cfg, "train.keep_checkpoints", 3));
+    if (st == QKV_OK) prune(L->r->dir, L->r->set.train.keep_checkpoints);
     L->paused += now() - t_start;
     return st;
 }
@@ -202,7 +202,7 @@ static qkv_status checkpoint(loop_ctx *L) {
 static qkv_status eval_dev(loop_ctx *L, bool *stop) {
     qkv_run *r = L->r;
     double t_start = now();
-    cJSON *m = run_evaluate(r, &r->dev, qkv_config_int(r->cfg, "eval.max_batches", 0));
+    cJSON *m = run_evaluate(r, &r->dev, r->set.eval.max_batches);
     if (!m) return qkv_last_status();
     double v = cJSON_GetNumberValue(cJSON_GetObjectItem(m, L->metric));
     bool better = isnan(r->loop.best) || (L->maximise ? v > r->loop.best : v < r->loop.best);
@@ -213,7 +213,7 @@ static qkv_status eval_dev(loop_ctx *L, bool *stop) {
     } else {
         r->loop.bad_evals++;
     }
-    long patience = (long)qkv_config_int(r->cfg, "eval.patience", 0);
+    long patience = (long)r->set.eval.patience;
     *stop = patience > 0 && r->loop.bad_evals >= patience;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "kind", "eval");
@@ -281,7 +281,7 @@ static qkv_status nonfinite(loop_ctx *L, double loss, const char *param) {
     cJSON_AddBoolToObject(rec, "applied", false);
     qkv_status st = emit(L, rec);
     r->loop.nonfinite_skips++;
-    long max = (long)qkv_config_int(r->cfg, "train.max_nan_skips", 10);
+    long max = (long)r->set.train.max_nan_skips;
     if (st == QKV_OK && r->loop.nonfinite_skips > max)
         st = qkv_error_set(QKV_ERR_NUMERIC,
                            "step %ld: non-finite %s%s%s%s%s, %ld steps in a row (train.max_nan_skips = %ld); stopping",
@@ -295,8 +295,8 @@ static qkv_status nonfinite(loop_ctx *L, double loss, const char *param) {
 
 static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     qkv_run *r = L->r;
-    int64_t bs = qkv_config_int(r->cfg, "train.batch_size", 32);
-    bool shuffle = qkv_config_bool(r->cfg, "data.shuffle", true), bucket = qkv_config_bool(r->cfg, "data.bucket", true);
+    int64_t bs = r->set.train.batch_size;
+    bool shuffle = r->set.data.shuffle, bucket = r->set.data.bucket;
     for (int tries = 0; tries < 2; tries++) {
         if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
             qkv_status st = batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
@@ -318,9 +318,9 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
 }
 
 static void pick_metric(loop_ctx *L) {
-    const char *m = qkv_config_str(L->r->cfg, "eval.metric", "auto");
+    const char *m = L->r->set.eval.metric;
     if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY ? "accuracy" : "loss";
-    const char *mode = qkv_config_str(L->r->cfg, "eval.mode", "auto");
+    const char *mode = L->r->set.eval.mode;
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||
                   (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu")));
@@ -338,7 +338,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         (!strcmp(L.metric, "accuracy") || !strcmp(L.metric, "macro_f1")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is only for classify tasks", L.metric);
     if (r->have_dev && !strcmp(L.metric, "bleu") &&
-        (r->task.kind != TASK_SEQ2SEQ || !qkv_config_bool(r->cfg, "eval.bleu", false)))
+        (r->task.kind != TASK_SEQ2SEQ || !r->set.eval.bleu))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bleu' needs a seq2seq task and eval.bleu = true");
     if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
@@ -353,13 +353,13 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
         st = emit(&L, rec);
     }
-    long total = (long)qkv_config_int(r->cfg, "train.steps", 1);
-    long log_every = (long)qkv_config_int(r->cfg, "train.log_every", 10);
-    long ckpt_every = (long)qkv_config_int(r->cfg, "train.checkpoint_every", 100);
-    long eval_every = (long)qkv_config_int(r->cfg, "eval.every", 100);
-    double clip_norm = qkv_config_num(r->cfg, "train.clip_norm", 0);
-    double clip_value = qkv_config_num(r->cfg, "train.clip_value", 0);
-    double max_seconds = qkv_config_num(r->cfg, "train.max_seconds", 0); /* 0: no time budget */
+    long total = (long)r->set.train.steps;
+    long log_every = (long)r->set.train.log_every;
+    long ckpt_every = (long)r->set.train.checkpoint_every;
+    long eval_every = (long)r->set.eval.every;
+    double clip_norm = r->set.train.clip_norm;
+    double clip_value = r->set.train.clip_value;
+    double max_seconds = r->set.train.max_seconds; /* 0: no time budget */
     qkv_train_outcome out = QKV_TRAIN_FINISHED;
     double tokens = 0, grad_norm = 0, t_log = now();
     bool saved = false;

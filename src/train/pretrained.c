@@ -24,26 +24,34 @@ typedef struct options {
     qkv_vec_format format;
 } options;
 
-static qkv_status read_options(const cJSON *cfg, options *o) {
-    const cJSON *p = qkv_config_get(cfg, "embeddings.pretrained");
-    if (p && !cJSON_IsNull(p) && !cJSON_IsString(p))
-        return qkv_error_set(QKV_ERR_INVALID, "embeddings.pretrained: expected a file path or null");
-    o->path = cJSON_IsString(p) && p->valuestring[0] ? p->valuestring : NULL;
-    o->frozen = qkv_config_bool(cfg, "embeddings.frozen", false);
-    o->lowercase = qkv_config_bool(cfg, "embeddings.lowercase_fallback", true);
-    const char *f = qkv_config_str(cfg, "embeddings.format", "auto");
+/* A field of the run's "model" object, read through its type's schema: false when the type has no such field. */
+static bool model_get(const qkv_run *r, const char *key, qkv_field_type type, void *out) {
+    const qkv_schema *s = r->type ? r->type->config : NULL;
+    void *opts = s ? calloc(1, s->size ? s->size : 1) : NULL;
+    bool ok = opts && qkv_model_config(s, cJSON_GetObjectItemCaseSensitive(r->cfg, "model"), opts) == QKV_OK &&
+              qkv_schema_get(s, opts, key, type, out);
+    free(opts);
+    return ok;
+}
+
+static qkv_status read_options(const qkv_run *r, options *o) {
+    const qkv_run_settings *c = &r->set;
+    o->path = c->embeddings.pretrained && c->embeddings.pretrained[0] ? c->embeddings.pretrained : NULL;
+    o->frozen = c->embeddings.frozen;
+    o->lowercase = c->embeddings.lowercase_fallback;
+    const char *f = c->embeddings.format;
     o->format = !strcmp(f, "text") ? QKV_VEC_TEXT : !strcmp(f, "binary") ? QKV_VEC_BINARY : QKV_VEC_AUTO;
     /* Two sources for one matrix would make the result depend on which ran last. */
-    const char *old = qkv_config_str(cfg, "model.embeddings.pretrained", "");
-    if (o->path && old && *old)
+    const char *old = NULL;
+    if (o->path && model_get(r, "embeddings.pretrained", QKV_FIELD_T_STR, &old) && old && *old)
         return qkv_error_set(QKV_ERR_INVALID, "embeddings.pretrained and model.embeddings.pretrained are both set "
                              "('%s' and '%s'): use one", o->path, old);
     return QKV_OK;
 }
 
-qkv_status run_pretrained_check(const cJSON *cfg) {
+qkv_status run_pretrained_check(const qkv_run *r) {
     options o;
-    return read_options(cfg, &o);
+    return read_options(r, &o);
 }
 
 /* Token string of an id on one side of the task, or NULL when that tokenizer has no strings for it. */
@@ -119,7 +127,7 @@ static int64_t copy_rows(const task *t, const qkv_vectors *v, const options *o, 
 
 qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
     options o = {0};
-    qkv_status st = read_options(r->cfg, &o);
+    qkv_status st = read_options(r, &o);
     if (st || (!o.path && !o.frozen)) return st;
     const qkv_model_embedding *list = qkv_model_type_embeddings(r->type);
     if (!list)
@@ -140,7 +148,8 @@ qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
         bool target = !strcmp(e->vocab, "target");
         char key[128] = "";
         if (e->tied_key) snprintf(key, sizeof key, "model.%s", e->tied_key);
-        if (o.frozen && e->tied_key && qkv_config_bool(r->cfg, key, false)) {
+        bool tied = false;
+        if (o.frozen && e->tied_key && model_get(r, e->tied_key, QKV_FIELD_T_BOOL, &tied) && tied) {
             st = qkv_error_set(QKV_ERR_INVALID, "embeddings.frozen: %s is also %s's output projection (%s is true), "
                                "so freezing it would freeze the output layer too; set %s to false to freeze only the "
                                "input embedding", e->param, r->type->name, key, key);

@@ -68,13 +68,17 @@ static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    if (qkv_config_settings(r->cfg, &r->set) != QKV_OK) {
+        qkv_run_free(r);
+        return NULL;
+    }
     return r;
 }
 
 /* Model, parameters and context. Seeds: the model's initialisation draws from Philox(seed), dropout from
  * Philox(seed + 1), data order from Philox(seed + 2), so changing one never shifts the others. */
 static qkv_status build_model(qkv_run *r) {
-    uint64_t seed = (uint64_t)qkv_config_int(r->cfg, "seed", 1);
+    uint64_t seed = (uint64_t)r->set.seed;
     qkv_task_info info;
     task_info(&r->task, &info);
     qkv_rng init;
@@ -82,7 +86,7 @@ static qkv_status build_model(qkv_run *r) {
     r->params = qkv_params_new();
     r->ctx = qkv_ctx_new();
     if (!r->params || !r->ctx) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    r->model = r->type->create(qkv_config_get(r->cfg, "model"), &info, r->params, &init);
+    r->model = r->type->create(cJSON_GetObjectItemCaseSensitive(r->cfg, "model"), &info, r->params, &init);
     if (!r->model) return qkv_last_status();
     qkv_rng_init(qkv_ctx_rng(r->ctx), seed + 1);
     r->state.rng = *qkv_ctx_rng(r->ctx);
@@ -91,32 +95,30 @@ static qkv_status build_model(qkv_run *r) {
 }
 
 static qkv_status build_optimiser(qkv_run *r) {
-    const cJSON *c = r->cfg;
+    const qkv_run_settings *c = &r->set;
     qkv_optim_kind kind;
-    if (!qkv_optim_kind_parse(qkv_config_str(c, "train.optimizer.name", "adam"), &kind))
+    if (!qkv_optim_kind_parse(c->train.optimizer.name, &kind))
         return qkv_error_set(QKV_ERR_INVALID, "train.optimizer.name: unknown optimiser");
     qkv_optim_config o = qkv_optim_defaults(kind);
-    o.lr = (float)qkv_config_num(c, "train.optimizer.lr", o.lr);
-    o.weight_decay = (float)qkv_config_num(c, "train.optimizer.weight_decay", o.weight_decay);
-    o.decay_exclude_1d = qkv_config_bool(c, "train.optimizer.decay_exclude_1d", true);
-    o.momentum = (float)qkv_config_num(c, "train.optimizer.momentum", o.momentum);
-    o.dampening = (float)qkv_config_num(c, "train.optimizer.dampening", o.dampening);
-    o.nesterov = qkv_config_bool(c, "train.optimizer.nesterov", false);
-    o.beta1 = (float)qkv_config_num(c, "train.optimizer.beta1", o.beta1);
-    o.beta2 = (float)qkv_config_num(c, "train.optimizer.beta2", o.beta2);
-    o.eps = (float)qkv_config_num(c, "train.optimizer.eps", o.eps);
-    o.rho = (float)qkv_config_num(c, "train.optimizer.rho", o.rho);
+    o.lr = (float)c->train.optimizer.lr;
+    o.weight_decay = (float)c->train.optimizer.weight_decay;
+    o.decay_exclude_1d = c->train.optimizer.decay_exclude_1d;
+    o.momentum = (float)c->train.optimizer.momentum;
+    o.dampening = (float)c->train.optimizer.dampening;
+    o.nesterov = c->train.optimizer.nesterov;
+    o.beta1 = (float)c->train.optimizer.beta1;
+    o.beta2 = (float)c->train.optimizer.beta2;
+    o.eps = (float)c->train.optimizer.eps;
+    o.rho = (float)c->train.optimizer.rho;
     if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
         return qkv_error_set(QKV_ERR_INVALID, "train.optimizer.nesterov: needs momentum > 0 and dampening 0");
     r->opt = qkv_optim_new(r->params, &o);
     if (!r->opt) return qkv_last_status();
-    double total = qkv_config_num(c, "train.schedule.total_steps", 0);
-    if (total == 0) total = qkv_config_num(c, "train.steps", 1);
-    if (qkv_schedule_parse(&r->sched, qkv_config_str(c, "train.schedule.spec", "constant"),
-                           qkv_config_num(c, "train.optimizer.lr", o.lr),
-                           qkv_config_num(c, "train.schedule.warmup_steps", 0), total,
-                           qkv_config_num(c, "train.schedule.min_ratio", 0),
-                           qkv_config_num(c, "train.schedule.d_model", 0)) != QKV_OK)
+    double total = (double)c->train.schedule.total_steps;
+    if (total == 0) total = (double)c->train.steps;
+    if (qkv_schedule_parse(&r->sched, c->train.schedule.spec, c->train.optimizer.lr,
+                           (double)c->train.schedule.warmup_steps, total, c->train.schedule.min_ratio,
+                           c->train.schedule.d_model) != QKV_OK)
         return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
     return QKV_OK;
 }
@@ -169,11 +171,11 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (st == QKV_OK) st = write_text(cfg_path, pretty);
     free(cfg_path);
     free(pretty);
-    if (st == QKV_OK) st = run_pretrained_check(r->cfg);
+    if (st == QKV_OK) st = run_pretrained_check(r);
     if (st == QKV_OK) st = task_prepare(&r->task, r->cfg, type->task, dir, !resume);
-    if (st == QKV_OK) st = task_load(&r->task, qkv_config_str(r->cfg, "data.train", ""), &r->train);
+    if (st == QKV_OK) st = task_load(&r->task, r->set.data.train, &r->train);
     if (st == QKV_OK) r->have_train = true;
-    const char *dev = qkv_config_str(r->cfg, "data.dev", "");
+    const char *dev = r->set.data.dev;
     if (st == QKV_OK && *dev) {
         st = task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
@@ -282,7 +284,7 @@ static int argmax(const float *x, int64_t n) {
 }
 
 cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
-    int64_t bs = qkv_config_int(r->cfg, "eval.batch_size", 64);
+    int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
     if (max_batches > 0 && max_batches < nb) nb = max_batches;
     int64_t n_ex = s->n < nb * bs ? s->n : nb * bs;
@@ -363,8 +365,8 @@ cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
             }
             cJSON_AddNumberToObject(out, "tokens", (double)counted);
             double bleu = 0;
-            if (r->task.kind == TASK_SEQ2SEQ && qkv_config_bool(r->cfg, "eval.bleu", false)) {
-                st = run_bleu(r, s, qkv_config_int(r->cfg, "eval.bleu_max_examples", 200), &bleu);
+            if (r->task.kind == TASK_SEQ2SEQ && r->set.eval.bleu) {
+                st = run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
             }
         }
@@ -387,7 +389,7 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
         }
         char key[16];
         snprintf(key, sizeof key, "data.%s", split_name);
-        path = qkv_config_str(r->cfg, key, "");
+        path = !strcmp(split_name, "dev") ? r->set.data.dev : r->set.data.test;
         if (!*path) {
             qkv_error_set(QKV_ERR_INVALID, "%s: the run's config has no %s file", key, split_name);
             return NULL;

@@ -152,7 +152,7 @@ static qkv_status load_labels(task *t, const char *path) {
 }
 
 /* Builds (fresh) or loads the vocabulary saved as run_dir/name. */
-static qkv_status word_vocab(task *t, const cJSON *cfg, const qkv_dataset *train, int field, bool both,
+static qkv_status word_vocab(task *t, const qkv_run_settings *rs, const qkv_dataset *train, int field, bool both,
                              unsigned specials, const char *path, bool fresh, qkv_vocab **out) {
     if (!fresh) {
         *out = qkv_vocab_load(path);
@@ -167,8 +167,8 @@ static qkv_status word_vocab(task *t, const cJSON *cfg, const qkv_dataset *train
         if (st == QKV_OK && t->kind == TASK_LM) st = qkv_token_counter_add(c, NL, strlen(NL));
     }
     if (st == QKV_OK) {
-        *out = qkv_vocab_build(c, specials, 0, qkv_config_int(cfg, "data.min_freq", 1),
-                               (size_t)qkv_config_int(cfg, "data.max_vocab", 0));
+        *out = qkv_vocab_build(c, specials, 0, rs->data.min_freq,
+                               (size_t)rs->data.max_vocab);
         if (!*out) st = qkv_last_status();
     }
     if (st == QKV_OK) st = qkv_vocab_save(*out, path);
@@ -198,7 +198,7 @@ static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *
 static const char *const S2S_SPECIALS[] = {"<pad>", "<s>", "</s>", NULL};
 
 /* Learns a BPE on fields f0..f1 of every training row (seq2seq with a shared vocabulary: source and target). */
-static qkv_status train_bpe(const cJSON *cfg, const qkv_dataset *train, int f0, int f1, const char *const *specials,
+static qkv_status train_bpe(const qkv_run_settings *rs, const qkv_dataset *train, int f0, int f1, const char *const *specials,
                             const char *vocab_json, const char *merges_txt) {
     size_t per = (size_t)(f1 - f0 + 1), n = 0;
     const char **texts = malloc(sizeof *texts * (train->n_rows * per + 1));
@@ -210,8 +210,8 @@ static qkv_status train_bpe(const cJSON *cfg, const qkv_dataset *train, int f0, 
             lens[n] = train->rows[i].lens[f];
         }
     if (st == QKV_OK)
-        st = qkv_bpe_train(texts, lens, n, (size_t)qkv_config_int(cfg, "data.bpe_vocab_size", 8000),
-                           qkv_config_int(cfg, "data.bpe_min_freq", 2), specials, vocab_json, merges_txt);
+        st = qkv_bpe_train(texts, lens, n, (size_t)rs->data.bpe_vocab_size,
+                           rs->data.bpe_min_freq, specials, vocab_json, merges_txt);
     if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", train_last_error());
     free(texts);
     free(lens);
@@ -234,22 +234,22 @@ static qkv_status load_bpe(const task *t, const char *vocab_json, const char *me
 /* GPT-2 files given in the config (one tokenizer for both seq2seq sides), or BPEs trained on the training split
  * into run_dir (fresh) / reloaded from it: vocab.json + merges.txt, and with separate seq2seq vocabularies
  * tgt_vocab.json + tgt_merges.txt for the target side. */
-static qkv_status prepare_bpe(task *t, const cJSON *cfg, const qkv_dataset *train, const char *dir, bool fresh) {
-    const char *vf = qkv_config_str(cfg, "data.vocab_file", ""), *mf = qkv_config_str(cfg, "data.merges_file", "");
+static qkv_status prepare_bpe(task *t, const qkv_run_settings *rs, const qkv_dataset *train, const char *dir, bool fresh) {
+    const char *vf = rs->data.vocab_file, *mf = rs->data.merges_file;
     if (*vf || *mf) {
         if (!*vf || !*mf)
             return qkv_error_set(QKV_ERR_INVALID, "data: the bpe tokenizer needs both vocab_file and merges_file");
         return load_bpe(t, vf, mf, &t->bpe);
     }
-    bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !qkv_config_bool(cfg, "data.shared_vocab", false);
+    bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !rs->data.shared_vocab;
     const char *const *specials = s2s ? S2S_SPECIALS : NULL;
     char *v = join(dir, "vocab.json"), *m = join(dir, "merges.txt");
     char *tv = join(dir, "tgt_vocab.json"), *tm = join(dir, "tgt_merges.txt");
     qkv_status st = v && m && tv && tm ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     /* lm: the text; classify: the text after the label; seq2seq: the source, or (shared) source and target */
     int f0 = t->kind == TASK_CLASSIFY ? 1 : 0, f1 = t->kind == TASK_CLASSIFY || (s2s && !separate) ? 1 : 0;
-    if (st == QKV_OK && fresh) st = train_bpe(cfg, train, f0, f1, specials, v, m);
-    if (st == QKV_OK && fresh && separate) st = train_bpe(cfg, train, 1, 1, specials, tv, tm);
+    if (st == QKV_OK && fresh) st = train_bpe(rs, train, f0, f1, specials, v, m);
+    if (st == QKV_OK && fresh && separate) st = train_bpe(rs, train, 1, 1, specials, tv, tm);
     if (st == QKV_OK) st = load_bpe(t, v, m, &t->bpe);
     if (st == QKV_OK && separate) st = load_bpe(t, tv, tm, &t->tgt_bpe);
     free(v);
@@ -282,17 +282,21 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         t->kind = TASK_SEQ2SEQ;
     else
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "the training engine has no data pipeline for task '%s'", task_name);
-    const char *train_path = qkv_config_str(cfg, "data.train", "");
-    const char *format = qkv_config_str(cfg, "data.format", "auto");
+    qkv_run_settings settings;
+    const qkv_run_settings *rs = &settings;
+    qkv_status cst = qkv_config_settings(cfg, &settings);
+    if (cst != QKV_OK) return cst;
+    const char *train_path = rs->data.train;
+    const char *format = rs->data.format;
     t->shard = t->kind == TASK_LM && (!strcmp(format, "shard") ||
                                       (!strcmp(format, "auto") && (ends_with(train_path, ".tok") ||
                                                                     ends_with(train_path, ".shard"))));
-    t->tok = t->shard ? TOK_NONE : parse_tok(qkv_config_str(cfg, "data.tokenizer", "auto"), t->kind);
-    t->wopts.lowercase = qkv_config_bool(cfg, "data.lowercase", true);
-    t->wopts.strip_punct = qkv_config_bool(cfg, "data.strip_punct", true);
-    t->max_len = qkv_config_int(cfg, "data.max_len", 128);
+    t->tok = t->shard ? TOK_NONE : parse_tok(rs->data.tokenizer, t->kind);
+    t->wopts.lowercase = rs->data.lowercase;
+    t->wopts.strip_punct = rs->data.strip_punct;
+    t->max_len = rs->data.max_len;
     t->cls = -1;
-    t->seq_len = qkv_config_int(cfg, "data.seq_len", 64);
+    t->seq_len = rs->data.seq_len;
     if (t->tok == TOK_WORDPIECE && t->kind != TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
     if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD && t->tok != TOK_BPE)
@@ -310,7 +314,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
     /* The training file is read only to build tokenizers and labels. */
     qkv_dataset *train = NULL;
     bool need_train = fresh && (t->tok == TOK_WORD || t->tok == TOK_CHAR || t->kind == TASK_CLASSIFY ||
-                                (t->tok == TOK_BPE && !*qkv_config_str(cfg, "data.vocab_file", "")));
+                                (t->tok == TOK_BPE && !*rs->data.vocab_file));
     if (need_train && !(train = read_rows(t, train_path))) return qkv_last_status();
     qkv_status st = QKV_OK;
     char *vocab_path = join(dir, "vocab.txt"), *tgt_path = join(dir, "tgt_vocab.txt"),
@@ -323,12 +327,12 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         case TOK_CHAR: {
             unsigned sp = QKV_SPECIAL_PAD | QKV_SPECIAL_UNK;
             if (t->kind == TASK_SEQ2SEQ) sp |= QKV_SPECIAL_BOS | QKV_SPECIAL_EOS;
-            if (t->kind == TASK_CLASSIFY && qkv_config_bool(cfg, "data.cls_token", false)) sp |= QKV_SPECIAL_CLS;
-            bool shared = t->kind != TASK_SEQ2SEQ || qkv_config_bool(cfg, "data.shared_vocab", false);
+            if (t->kind == TASK_CLASSIFY && rs->data.cls_token) sp |= QKV_SPECIAL_CLS;
+            bool shared = t->kind != TASK_SEQ2SEQ || rs->data.shared_vocab;
             int field = t->kind == TASK_CLASSIFY ? 1 : 0;
             bool both = shared && t->kind == TASK_SEQ2SEQ; /* one vocabulary over source and target */
-            st = word_vocab(t, cfg, train, both ? 1 : field, both, sp, vocab_path, fresh, &t->vocab);
-            if (st == QKV_OK && !shared) st = word_vocab(t, cfg, train, 1, false, sp, tgt_path, fresh, &t->tgt_vocab);
+            st = word_vocab(t, rs, train, both ? 1 : field, both, sp, vocab_path, fresh, &t->vocab);
+            if (st == QKV_OK && !shared) st = word_vocab(t, rs, train, 1, false, sp, tgt_path, fresh, &t->tgt_vocab);
             if (st == QKV_OK) {
                 t->vocab_size = (int64_t)qkv_vocab_size(t->vocab);
                 t->pad = qkv_vocab_id(t->vocab, "<pad>", 5);
@@ -345,7 +349,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
             break;
         }
         case TOK_BPE:
-            st = prepare_bpe(t, cfg, train, dir, fresh);
+            st = prepare_bpe(t, rs, train, dir, fresh);
             if (st == QKV_OK) t->vocab_size = (int64_t)qkv_bpe_vocab_size(t->bpe);
             if (st == QKV_OK && t->kind == TASK_SEQ2SEQ) {
                 const qkv_bpe *tb = t->tgt_bpe ? t->tgt_bpe : t->bpe;
@@ -360,7 +364,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
             }
             break;
         case TOK_WORDPIECE: {
-            const char *vf = qkv_config_str(cfg, "data.vocab_file", "");
+            const char *vf = rs->data.vocab_file;
             if (!*vf) {
                 st = qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the wordpiece tokenizer needs a vocab.txt");
                 break;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "qkv/autograd.h"
+#include "qkv/config.h"
 #include "qkv/model.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
@@ -84,6 +85,7 @@ qkv_status batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t
 struct qkv_run {
     char *dir;
     struct cJSON *cfg;
+    qkv_run_settings set; /* cfg's fields, read once (strings point into cfg) */
     char *cfg_text;
     const qkv_model_type *type;
     task task;
@@ -120,7 +122,7 @@ qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bl
  * gradient, so the optimiser's parameter list matches the checkpoint's. */
 qkv_status run_pretrained_init(qkv_run *r, bool fresh);
 /* The "embeddings" object's values alone (types, one source of vectors), before anything is built. */
-qkv_status run_pretrained_check(const struct cJSON *cfg);
+qkv_status run_pretrained_check(const qkv_run *r);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */
 long run_newest_checkpoint(const char *dir);
 

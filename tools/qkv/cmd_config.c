@@ -11,17 +11,21 @@
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv config show TYPE\n"
+            "       qkv config explain TYPE\n"
             "       qkv config list\n"
             "       qkv config check FILE [--set key.path=value ...]\n\n"
             "show   prints the complete default run config for a model type: every field with its default\n"
             "       (model fields from the type, then data, train, eval and seed; docs/training.md explains them)\n"
+            "explain  every field of a model type's config and of the run sections: key, type, default, allowed\n"
+            "       values and what it does\n"
             "list   the registered model types with their task\n"
             "check  resolves a config over the defaults and prints the complete result, or the first error,\n"
-            "       naming the key (exit 2)\n");
+            "       naming the key (exit 2); every field is checked, the model's included, by the same code\n"
+            "       qkv train uses (only what needs the data waits for training)\n");
 }
 
 static int run(int argc, char **argv) {
-    if (argc < 2) return cli_error("config", CLI_USAGE, "needs a subcommand: show, list or check");
+    if (argc < 2) return cli_error("config", CLI_USAGE, "needs a subcommand: show, explain, list or check");
     if (!strcmp(argv[1], "list")) {
         for (int i = 0; i < qkv_model_type_count(); i++) {
             const qkv_model_type *t = qkv_model_type_at(i);
@@ -30,6 +34,24 @@ static int run(int argc, char **argv) {
         return CLI_OK;
     }
     cJSON *cfg = NULL;
+    if (!strcmp(argv[1], "explain")) {
+        if (argc != 3) {
+            qkv_model_type_find("");
+            return cli_error("config", CLI_USAGE, "usage: qkv config explain TYPE, %s",
+                             strstr(qkv_last_error(), "(known"));
+        }
+        const qkv_model_type *t = qkv_model_type_find(argv[2]);
+        if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
+        printf("# model: %s (task %s): %s\n", t->name, t->task, t->summary ? t->summary : "");
+        char type_def[64];
+        snprintf(type_def, sizeof type_def, "\"%s\"", t->name);
+        printf("%-32s %-7s default %-12s %s\n", "model.type", "string", type_def, "the model type (qkv config list)");
+        if (t->config) qkv_schema_explain(t->config, stdout);
+        printf("\n# run: data, train, eval, embeddings, seed\n");
+        if (t->data_defaults) printf("# %s sets these data defaults: %s\n", t->name, t->data_defaults);
+        qkv_schema_explain(qkv_config_schema(), stdout);
+        return CLI_OK;
+    }
     if (!strcmp(argv[1], "show")) {
         if (argc != 3) {
             qkv_model_type_find(""); /* the error message lists the known types */
@@ -54,7 +76,7 @@ static int run(int argc, char **argv) {
         cfg = user ? qkv_config_resolve(user, NULL) : NULL;
         cJSON_Delete(user);
     } else {
-        return cli_error("config", CLI_USAGE, "unknown subcommand '%s' (show, list, check)", argv[1]);
+        return cli_error("config", CLI_USAGE, "unknown subcommand '%s' (show, explain, list, check)", argv[1]);
     }
     if (!cfg) return cli_error("config", CLI_INPUT, "%s", qkv_last_error());
     char *s = qkv_config_print(cfg);

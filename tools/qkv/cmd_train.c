@@ -142,8 +142,9 @@ static int run(int argc, char **argv) {
     cJSON *cfg = user ? qkv_config_resolve(user, NULL) : NULL;
     cJSON_Delete(user);
     if (!cfg) return cli_error("train", CLI_INPUT, "%s", qkv_last_error());
-    qkv_run *r = qkv_run_new(dir, cfg, resume);
-    long total = (long)qkv_config_int(cfg, "train.steps", 1);
+    qkv_run_settings set;
+    qkv_run *r = qkv_config_settings(cfg, &set) == QKV_OK ? qkv_run_new(dir, cfg, resume) : NULL;
+    long total = r ? (long)set.train.steps : 0;
     cJSON_Delete(cfg);
     if (!r) return cli_error("train", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     if (!resume) show_pretrained(dir, &ui);
