@@ -1,5 +1,6 @@
-/* Internals shared by the Hugging Face model files (src/models/hf_*.c) and the checkpoint loader
- * (src/io/hf_load.c): the model struct and the helpers that build and run it. */
+/* Internals shared by the Hugging Face files (src/models/hf_*.c): the model struct, the layer helpers
+ * (hf_layers.c) and the architectures' build / forward (hf_bert.c, hf_gpt2.c) that hf_model.c dispatches to and
+ * hf_load.c fills. Not installed. */
 #ifndef QKV_HF_INTERNAL_H
 #define QKV_HF_INTERNAL_H
 
