@@ -1,5 +1,6 @@
-/* Shared between the attention front end (attention.c: validation, masks, dropout, the materialising path,
- * autograd) and the fused flash-style kernels (attention_fused.c). Not installed. */
+/* Shared between the attention front end (attention.c: validation, masks, the materialising path, autograd), the
+ * fused flash-style kernels (attention_fused.c) it calls, and the dropout mask both draw (attention_dropout.c).
+ * Not installed. */
 #ifndef QKV_OPS_ATTENTION_INTERNAL_H
 #define QKV_OPS_ATTENTION_INTERNAL_H
 
