@@ -64,6 +64,10 @@ TEST(errors_are_per_call_messages) {
     CHECK(qkv_tensor_new(QKV_F32, 9, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}) == NULL);
     CHECK(strstr(qkv_last_error(), "rank 9"));
     CHECK(strcmp(qkv_status_name(QKV_ERR_FORMAT), "malformed input") == 0);
+    /* A message that quotes the previous one, as every "where: %s" wrapper in the library does. */
+    qkv_error_set(QKV_ERR_IO, "cannot open x");
+    CHECK(qkv_error_set(QKV_ERR_FORMAT, "data.txt:12: %s", qkv_last_error()) == QKV_ERR_FORMAT);
+    CHECKF(strcmp(qkv_last_error(), "data.txt:12: cannot open x") == 0, "got \"%s\"", qkv_last_error());
 }
 
 TEST(tensor_basics) {

@@ -305,7 +305,7 @@ static qkv_status check_combined(const cJSON *cfg) {
                            qkv_config_num(cfg, "train.schedule.warmup_steps", 0), total,
                            qkv_config_num(cfg, "train.schedule.min_ratio", 0),
                            qkv_config_num(cfg, "train.schedule.d_model", 0)) != QKV_OK)
-        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
     if (!*qkv_config_str(cfg, "data.train", ""))
         return qkv_error_set(QKV_ERR_INVALID, "data.train: required (the training file)");
     return QKV_OK;
@@ -319,7 +319,7 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(user, "model");
     if (!model) {
         qkv_model_type_find("");
-        qkv_error_set(QKV_ERR_INVALID, "model: required (an object with \"type\"; %s)", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model: required (an object with \"type\"; %s)", qkv_last_error());
         return NULL;
     }
     if (!cJSON_IsObject(model)) {
@@ -329,12 +329,12 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
     const cJSON *tname = cJSON_GetObjectItemCaseSensitive(model, "type");
     if (!cJSON_IsString(tname)) {
         qkv_model_type_find("");
-        qkv_error_set(QKV_ERR_INVALID, "model.type: required, a string (%s)", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model.type: required, a string (%s)", qkv_last_error());
         return NULL;
     }
     const qkv_model_type *type = qkv_model_type_find(tname->valuestring);
     if (!type) {
-        qkv_error_set(QKV_ERR_INVALID, "model.type: %s", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model.type: %s", qkv_last_error());
         return NULL;
     }
     cJSON *cfg = qkv_config_defaults(type);

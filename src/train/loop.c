@@ -384,7 +384,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         qkv_tensor *loss_t = st == QKV_OK ? r->type->loss(r->ctx, r->model, &b) : NULL;
         if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
             st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
-                               r->state.step + 1, train_last_error());
+                               r->state.step + 1, qkv_last_error());
             break;
         }
         r->state.data_pos++;

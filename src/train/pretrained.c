@@ -131,7 +131,7 @@ qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
                              "(pre-tokenised shards)");
     qkv_vectors *v = NULL;
     if (o.path && fresh && !(v = qkv_vectors_load(o.path, o.format)))
-        return qkv_error_set(qkv_last_status(), "embeddings.pretrained: %s", train_last_error());
+        return qkv_error_set(qkv_last_status(), "embeddings.pretrained: %s", qkv_last_error());
     int matched = 0;
     for (const qkv_model_embedding *e = list; st == QKV_OK && e->param; e++) {
         qkv_tensor *w = qkv_params_find(r->params, e->param);

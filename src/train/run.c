@@ -15,12 +15,6 @@
 #include "train_internal.h"
 
 
-const char *train_last_error(void) {
-    static _Thread_local char buf[1024];
-    snprintf(buf, sizeof buf, "%s", qkv_last_error());
-    return buf;
-}
-
 static char *path_in(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -117,7 +111,7 @@ static qkv_status build_optimiser(qkv_run *r) {
                            qkv_config_num(c, "train.schedule.warmup_steps", 0), total,
                            qkv_config_num(c, "train.schedule.min_ratio", 0),
                            qkv_config_num(c, "train.schedule.d_model", 0)) != QKV_OK)
-        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
     return QKV_OK;
 }
 
@@ -242,7 +236,7 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
         bool has_state = f && qkv_st_metadata(f, "qkv.step");
         qkv_st_close(f);
         if (has_state || qkv_checkpoint_load(ck, r->params, NULL, NULL, NULL) != QKV_OK)
-            st = qkv_error_set(has_state ? first_st : qkv_last_status(), "%s", has_state ? first : train_last_error());
+            st = qkv_error_set(has_state ? first_st : qkv_last_status(), "%s", has_state ? first : qkv_last_error());
     }
     free(ck);
     if (st != QKV_OK) {

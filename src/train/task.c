@@ -212,7 +212,7 @@ static qkv_status train_bpe(const cJSON *cfg, const qkv_dataset *train, int f0, 
     if (st == QKV_OK)
         st = qkv_bpe_train(texts, lens, n, (size_t)qkv_config_int(cfg, "data.bpe_vocab_size", 8000),
                            qkv_config_int(cfg, "data.bpe_min_freq", 2), specials, vocab_json, merges_txt);
-    if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", train_last_error());
+    if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", qkv_last_error());
     free(texts);
     free(lens);
     return st;
@@ -481,7 +481,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
     if (st != QKV_OK) {
         free(ids);
-        return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, train_last_error());
+        return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, qkv_last_error());
     }
     e->off = s->pool_n;
     int64_t room = t->max_len - (t->cls >= 0); /* the [CLS] counts towards max_len */

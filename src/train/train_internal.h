@@ -102,10 +102,6 @@ struct qkv_run {
     uint64_t data_seed;
 };
 
-/* qkv_last_error() copied, so a new message can quote the previous one (qkv_error_set rewrites the buffer while
- * formatting). Valid until the next call on this thread. */
-const char *train_last_error(void);
-
 /* Evaluates on a split: a JSON object of metrics (caller frees). max_batches 0 = all. */
 struct cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
 /* Corpus BLEU (0..100) of greedy decodes of the first max_examples (0 = all) seq2seq examples against their
