@@ -1,6 +1,6 @@
 /* Scaled dot-product attention: the public entry points, input validation, masks, the materialising path (full
  * [B, H, Tq, Tk] scores through cblas_sgemm) and the autograd glue. The fused kernels live in attention_fused.c,
- * the dropout mask both paths draw in attention_dropout.c.
+ * the plan both paths read (masks, dropout) in attention_plan.c.
  *
  * Materialising backward, with P the softmax, Pd = P * keep (the dropped weights actually multiplied into V):
  *     dV = Pd^T dO,  dPd = dO V^T,  dS = Pd dPd - P rowsum(Pd dPd),  dQ = s dS K,  dK = s dS^T Q
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "ops/attention_internal.h"
+#include "ops/attention_fused.h"
 #include "qkv/attention.h"
 #include "qkv/rng.h"
 

@@ -1,7 +1,8 @@
-/* The attention dropout mask, drawn the same way by the materialising path (attention.c) and the fused kernels
- * (attention_fused.c): weight (bh, i, j) of the [B*H, Tq, Tk] scores takes uniform number idx % 4 of the Philox
- * block base + idx / 4, idx its row-major index, so both paths drop the same weights whatever the thread count. */
-#include "ops/attention_internal.h"
+/* The attention dropout mask of a plan, drawn the same way by the materialising path (attention.c) and the fused
+ * kernels (attention_fused.c): weight (bh, i, j) of the [B*H, Tq, Tk] scores takes uniform number idx % 4 of the
+ * Philox block base + idx / 4, idx its row-major index, so both paths drop the same weights whatever the thread
+ * count. */
+#include "ops/attention_plan.h"
 #include "qkv/rng.h"
 
 void qkv__sdpa_keep(const sdpa_plan *p, int64_t bh, int64_t i, int64_t j0, int64_t n, float *mult) {
