@@ -93,19 +93,50 @@ qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params
     return QKV_OK;
 }
 
-qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
-                                         const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+/* The first n positions of x [B, T, d] (a view when n < T; x itself when n covers every position). */
+static qkv_tensor *first_rows(qkv_ctx *ctx, qkv_tensor *x, int64_t n) {
+    return x && x->ndim == 3 && n < x->shape[1] ? qkv_slice(ctx, x, 1, 0, n, 1) : x;
+}
+
+/* With xq the first n rows of x, every row attending to all of x:
+ *     pre-norm:   h = norm1(x);  y = xq + SA(hq, h);  y = y + FF(norm2(y))
+ *     post-norm:  y = norm1(xq + SA(xq, x));          y = norm2(y + FF(y))
+ * n = T is torch's layer exactly (no slice is made). */
+static qkv_tensor *encoder_block(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x, int64_t n,
+                                 const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
     if (!x) return NULL;
     const qkv_nn_block_config *c = &l->cfg;
     if (c->norm_first) {
         qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
-        x = qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, h, h, mask, weights));
+        x = qkv_add(ctx, first_rows(ctx, x, n), attn_block(ctx, c, &l->self_attn, first_rows(ctx, h, n), h, mask,
+                                                            weights));
         h = qkv_nn_layer_norm_forward(ctx, &l->norm2, x);
         return qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, h));
     }
+    qkv_tensor *xq = first_rows(ctx, x, n);
     x = qkv_nn_layer_norm_forward(ctx, &l->norm1,
-                                  qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, x, x, mask, weights)));
+                                  qkv_add(ctx, xq, attn_block(ctx, c, &l->self_attn, xq, x, mask, weights)));
     return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, x)));
+}
+
+qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                         const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    return x ? encoder_block(ctx, l, x, x->ndim == 3 ? x->shape[1] : 0, mask, weights) : NULL;
+}
+
+static bool check_queries(const char *what, const qkv_tensor *x, int64_t n_queries) {
+    if (x->ndim == 3 && n_queries >= 1 && n_queries <= x->shape[1]) return true;
+    char s[96];
+    qkv_error_set(QKV_ERR_INVALID, "%s: n_queries %lld must be in [1, T] for x %s [B, T, d]", what,
+                  (long long)n_queries, qkv_shape_str(x, s, sizeof s));
+    return false;
+}
+
+qkv_tensor *qkv_nn_encoder_layer_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                                 int64_t n_queries, const qkv_nn_attn_mask *mask,
+                                                 qkv_tensor **weights) {
+    if (!x || !check_queries("encoder layer forward", x, n_queries)) return NULL;
+    return encoder_block(ctx, l, x, n_queries, mask, weights);
 }
 
 /* ---- Decoder layer ----------------------------------------------------------------------------------------- */
@@ -181,13 +212,20 @@ qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char
 
 qkv_tensor *qkv_nn_encoder_forward(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x,
                                    const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    return x ? qkv_nn_encoder_forward_queries(ctx, e, x, x->ndim == 3 ? x->shape[1] : 0, mask, weights) : NULL;
+}
+
+qkv_tensor *qkv_nn_encoder_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x, int64_t n_queries,
+                                           const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
     if (!x) return NULL;
     if (!e || e->num_layers < 1) {
         qkv_error_set(QKV_ERR_INVALID, "encoder forward: stack is not initialised");
         return NULL;
     }
+    if (x->ndim == 3 && !check_queries("encoder forward", x, n_queries)) return NULL;
     for (int i = 0; i < e->num_layers; i++)
-        x = qkv_nn_encoder_layer_forward(ctx, &e->layers[i], x, mask, weights ? &weights[i] : NULL);
+        x = encoder_block(ctx, &e->layers[i], x, i == e->num_layers - 1 ? n_queries : x ? x->shape[1] : 0, mask,
+                          weights ? &weights[i] : NULL);
     return e->final_norm ? qkv_nn_layer_norm_forward(ctx, &e->norm, x) : x;
 }
 
