@@ -239,25 +239,6 @@ static qkv_model *tcls_create(const cJSON *cfg, const qkv_task_info *info, qkv_p
 
 static void tcls_free(qkv_model *m) { free(m); }
 
-/* The batch's mask is 1 at tokens; the attention wants non-zero at padding. */
-static qkv_tensor *padding_of(qkv_ctx *ctx, const qkv_tensor *mask) {
-    if (!mask) return NULL;
-    if (mask->ndim != 2 || (mask->dtype != QKV_F32 && mask->dtype != QKV_I32)) {
-        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask must be int32 or float32 [B, T]");
-        return NULL;
-    }
-    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_I32, 2, mask->shape);
-    if (!pad) return NULL;
-    int32_t *p = qkv_i32(pad);
-    for (int64_t b = 0; b < mask->shape[0]; b++)
-        for (int64_t t = 0; t < mask->shape[1]; t++) {
-            int64_t off = b * mask->stride[0] + t * mask->stride[1];
-            bool token = mask->dtype == QKV_F32 ? qkv_f32(mask)[off] != 0.0f : qkv_i32(mask)[off] != 0;
-            *p++ = !token;
-        }
-    return pad;
-}
-
 static bool check_batch(const qkv_batch *b) {
     if (!b || !b->ids) {
         qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no ids");
@@ -273,7 +254,7 @@ static bool check_batch(const qkv_batch *b) {
 
 static qkv_tensor *tcls_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
     if (!check_batch(b)) return NULL;
-    qkv_tensor *pad = padding_of(ctx, b->mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
     if (b->mask && !pad) return NULL;
     if (!maps) return qkv_tcls_forward(ctx, &m->net, b->ids, pad, NULL);
     int L = (int)m->net.cfg.n_layers;
@@ -293,7 +274,7 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
         qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no labels");
         return NULL;
     }
-    qkv_tensor *pad = padding_of(ctx, b->mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
     if (b->mask && !pad) return NULL;
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }

@@ -1,5 +1,6 @@
 /* Transformer encoder / decoder blocks and stacks, torch.nn.Transformer* semantics and state_dict names. Each
  * forward reads like torch's: x = norm(x + block(x)) post-norm, x = x + block(norm(x)) pre-norm. */
+#include <stdio.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -32,7 +33,7 @@ static qkv_status check_config(const char *prefix, const qkv_nn_block_config *cf
 static qkv_status add_mha(qkv_nn_mha *m, qkv_params *params, const char *prefix, const char *name,
                           const qkv_nn_block_config *cfg, qkv_rng *rng) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     if (st) return st;
     qkv_nn_mha_config mc = qkv_nn_mha_config_default(cfg->d_model, cfg->nhead);
     mc.dropout = cfg->dropout;
@@ -43,14 +44,14 @@ static qkv_status add_mha(qkv_nn_mha *m, qkv_params *params, const char *prefix,
 static qkv_status add_linear(qkv_nn_linear *l, qkv_params *params, const char *prefix, const char *name, int64_t in,
                              int64_t out, qkv_rng *rng) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     return st ? st : qkv_nn_linear_init(l, params, full, in, out, true, rng);
 }
 
 static qkv_status add_norm(qkv_nn_layer_norm *n, qkv_params *params, const char *prefix, const char *name,
                            int64_t dim, float eps) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     return st ? st : qkv_nn_layer_norm_init(n, params, full, dim, eps > 0.0f ? eps : 1e-5f, true);
 }
 
@@ -200,7 +201,7 @@ qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char
     char name[NN_NAME_MAX], idx[32];
     for (int i = 0; !st && i < num_layers; i++) {
         snprintf(idx, sizeof idx, "layers.%d", i);
-        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+        if (!(st = qkv_params_join(name, sizeof name, prefix, idx)))
             st = qkv_nn_encoder_layer_init(&e->layers[i], params, name, cfg, rng);
     }
     if (!st && final_norm) st = add_norm(&e->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
@@ -238,7 +239,7 @@ qkv_status qkv_nn_decoder_init(qkv_nn_decoder *d, qkv_params *params, const char
     char name[NN_NAME_MAX], idx[32];
     for (int i = 0; !st && i < num_layers; i++) {
         snprintf(idx, sizeof idx, "layers.%d", i);
-        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+        if (!(st = qkv_params_join(name, sizeof name, prefix, idx)))
             st = qkv_nn_decoder_layer_init(&d->layers[i], params, name, cfg, rng);
     }
     if (!st && final_norm) st = add_norm(&d->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
@@ -271,9 +272,9 @@ qkv_status qkv_nn_transformer_init(qkv_nn_transformer *t, qkv_params *params, co
     if (!t || !params) return qkv_error_set(QKV_ERR_INVALID, "transformer init: model or params is NULL");
     char name[NN_NAME_MAX];
     int first = qkv_params_count(params);
-    qkv_status st = qkv__nn_join(name, sizeof name, prefix, "encoder");
+    qkv_status st = qkv_params_join(name, sizeof name, prefix, "encoder");
     if (!st) st = qkv_nn_encoder_init(&t->encoder, params, name, cfg, num_encoder_layers, true, rng);
-    if (!st) st = qkv__nn_join(name, sizeof name, prefix, "decoder");
+    if (!st) st = qkv_params_join(name, sizeof name, prefix, "decoder");
     if (!st) st = qkv_nn_decoder_init(&t->decoder, params, name, cfg, num_decoder_layers, true, rng);
     /* torch.nn.Transformer._reset_parameters: xavier_uniform on every parameter of rank > 1. */
     for (int i = first; !st && i < qkv_params_count(params); i++) {
