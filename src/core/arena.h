@@ -3,6 +3,10 @@
 
 #include <stddef.h>
 
+#include "core/visibility.h"
+
+QKV_INTERNAL_BEGIN
+
 typedef struct qkv_arena_chunk {
     unsigned char *base;
     size_t size, used;
@@ -20,4 +24,5 @@ void qkv_arena_reset(qkv_arena *a);
 void qkv_arena_free(qkv_arena *a);
 size_t qkv_arena_capacity(const qkv_arena *a);
 
+QKV_INTERNAL_END
 #endif

@@ -5,7 +5,10 @@
 
 #include <stdio.h>
 
+#include "core/visibility.h"
 #include "qkv/data.h"
+
+QKV_INTERNAL_BEGIN
 
 struct qkv_reader {
     char *name;
@@ -44,4 +47,5 @@ qkv_status qkv__tsv_record(qkv_reader *r);
 qkv_status qkv__csv_record(qkv_reader *r);
 qkv_status qkv__jsonl_record(qkv_reader *r);
 
+QKV_INTERNAL_END
 #endif

@@ -4,8 +4,11 @@
 #ifndef QKV_HF_INTERNAL_H
 #define QKV_HF_INTERNAL_H
 
+#include "core/visibility.h"
 #include "qkv/hf.h"
 #include "qkv/nn_layers.h"
+
+QKV_INTERNAL_BEGIN
 
 /* BERT / RoBERTa encoder layer, HF names under "encoder.layer.<i>.": attention.self.{query,key,value},
  * attention.output.{dense,LayerNorm}, intermediate.dense, output.{dense,LayerNorm}. */
@@ -61,4 +64,5 @@ qkv_status hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *
 qkv_status hf_gpt2_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
                            qkv_hf_outputs *out);
 
+QKV_INTERNAL_END
 #endif

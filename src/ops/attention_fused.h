@@ -2,7 +2,10 @@
 #ifndef QKV_OPS_ATTENTION_FUSED_H
 #define QKV_OPS_ATTENTION_FUSED_H
 
+#include "core/visibility.h"
 #include "ops/attention_plan.h"
+
+QKV_INTERNAL_BEGIN
 
 /* Fused forward: writes out [B*H, Tq, Dv] (contiguous) and, when lse is not NULL, the base-2 log-sum-exp of each
  * row's scaled scores [B*H, Tq] (+inf for a fully masked row). Scratch comes from ctx. */
@@ -16,4 +19,5 @@ qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa
                                     const sdpa_rows *v, const float *out, const float *dout, const float *lse,
                                     float *dq, float *dk, float *dv);
 
+QKV_INTERNAL_END
 #endif

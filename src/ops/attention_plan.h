@@ -7,7 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/attention.h"
+
+QKV_INTERNAL_BEGIN
 
 /* Everything a kernel needs to know about one call, fixed at forward time and reused by backward. */
 typedef struct sdpa_plan {
@@ -35,4 +38,5 @@ typedef struct sdpa_rows {
     int64_t sb, sh, st;
 } sdpa_rows;
 
+QKV_INTERNAL_END
 #endif

@@ -6,12 +6,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/autograd.h"
 #include "qkv/model.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
 #include "qkv/text.h"
 #include "qkv/train.h"
+
+QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
@@ -120,4 +123,5 @@ qkv_status run_pretrained_check(const struct cJSON *cfg);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */
 long run_newest_checkpoint(const char *dir);
 
+QKV_INTERNAL_END
 #endif

@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/visibility.h"
 #include "qkv/viz.h"
+
+QKV_INTERNAL_BEGIN
 
 typedef struct viz_buf {
     char *data;
@@ -33,4 +36,5 @@ static inline const char *const *viz_cols(const qkv_viz_map *m) {
     return m->col_labels ? m->col_labels : m->row_labels;
 }
 
+QKV_INTERNAL_END
 #endif
