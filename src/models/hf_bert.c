@@ -27,7 +27,8 @@ qkv_status hf_bert_build(qkv_hf_model *m) {
             (st = hf_add_linear(m, &l->value, p[2], E, E, true)) ||
             (st = hf_add_linear(m, &l->attn_out, p[3], E, E, true)) ||
             (st = hf_add_linear(m, &l->intermediate, p[4], E, I, true)) ||
-            (st = hf_add_linear(m, &l->out, p[5], I, E, true)) || (st = hf_add_layer_norm(m, &l->attn_ln, p[6], E)) ||
+            (st = hf_add_linear(m, &l->out, p[5], I, E, true)) ||
+            (st = hf_add_layer_norm(m, &l->attn_ln, p[6], E)) ||
             (st = hf_add_layer_norm(m, &l->out_ln, p[7], E)))
             return st;
     }
@@ -72,8 +73,9 @@ qkv_status hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *
     for (int i = 0; i < m->cfg.num_layers && x; i++) {
         const hf_bert_layer *l = &m->bert[i];
         qkv_tensor *a = hf_attention(ctx, m, b, qkv_nn_linear_forward(ctx, &l->query, x),
-                                     qkv_nn_linear_forward(ctx, &l->key, x), qkv_nn_linear_forward(ctx, &l->value, x),
-                                     false, output_attentions ? &out->attentions[i] : NULL);
+                                     qkv_nn_linear_forward(ctx, &l->key, x),
+                                     qkv_nn_linear_forward(ctx, &l->value, x), false,
+                                     output_attentions ? &out->attentions[i] : NULL);
         x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->attn_out, a), x));
         qkv_tensor *h = qkv_nn_activate(ctx, m->cfg.activation, qkv_nn_linear_forward(ctx, &l->intermediate, x));
         x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->out, h), x));

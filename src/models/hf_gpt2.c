@@ -18,7 +18,8 @@ qkv_status hf_gpt2_build(qkv_hf_model *m) {
         char p[6][64];
         const char *names[6] = {"ln_1", "ln_2", "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
         for (int k = 0; k < 6; k++) snprintf(p[k], sizeof p[k], "h.%d.%s", i, names[k]);
-        if ((st = hf_add_layer_norm(m, &l->ln_1, p[0], E)) || (st = hf_add_layer_norm(m, &l->ln_2, p[1], E)) ||
+        if ((st = hf_add_layer_norm(m, &l->ln_1, p[0], E)) ||
+            (st = hf_add_layer_norm(m, &l->ln_2, p[1], E)) ||
             (st = hf_add_linear(m, &l->c_attn, p[2], E, 3 * E, true)) ||
             (st = hf_add_linear(m, &l->attn_proj, p[3], E, E, true)) ||
             (st = hf_add_linear(m, &l->c_fc, p[4], E, I, true)) ||

@@ -40,7 +40,8 @@ struct qkv_hf_model {
 
 /* Zero-initialised parameters named "<prefix>.weight" / "<prefix>.bias" wired into nn layer structs (a layer
  * norm's weight starts at one). */
-qkv_status hf_add_linear(qkv_hf_model *m, qkv_nn_linear *l, const char *prefix, int64_t in, int64_t out, bool bias);
+qkv_status hf_add_linear(qkv_hf_model *m, qkv_nn_linear *l, const char *prefix, int64_t in, int64_t out,
+                         bool bias);
 qkv_status hf_add_layer_norm(qkv_hf_model *m, qkv_nn_layer_norm *n, const char *prefix, int64_t dim);
 qkv_status hf_add_embedding(qkv_hf_model *m, qkv_nn_embedding *e, const char *prefix, int64_t num, int64_t dim);
 

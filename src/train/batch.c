@@ -35,8 +35,8 @@ static int cmp_keyed(const void *a, const void *b) {
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffled, bool bucket, uint64_t seed,
-                            uint64_t epoch) {
+qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffled, bool bucket,
+                            uint64_t seed, uint64_t epoch) {
     batch_plan_free(p);
     int64_t n = s->n, nb = (n + batch - 1) / batch;
     p->order = malloc(sizeof *p->order * (size_t)(n ? n : 1));

@@ -77,8 +77,8 @@ typedef struct batch_plan {
     int64_t *starts; /* n_batches + 1 offsets into order */
     int64_t n_batches;
 } batch_plan;
-qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffle, bool bucket, uint64_t seed,
-                            uint64_t epoch);
+qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffle, bool bucket,
+                            uint64_t seed, uint64_t epoch);
 void batch_plan_free(batch_plan *p);
 /* Tensors in ctx for examples order[start .. start+count). *tokens receives the real (unpadded) token count. */
 qkv_status batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,

@@ -87,8 +87,8 @@ qkv_status qkv_viz_write_svg(const char *path, const qkv_viz_map *m, int head, c
         viz_buf_printf(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"12\" height=\"%.1f\" fill=\"rgb(%d,%d,255)\"/>\n",
                        lw + C * cs + 16, th + (10 - k) * step, step, r, g);
     }
-    viz_buf_printf(&b, "<text x=\"%d\" y=\"%d\">1</text><text x=\"%d\" y=\"%.1f\">0</text>\n</svg>\n", lw + C * cs + 30,
-                   th + 10, lw + C * cs + 30, th + 11 * step);
+    viz_buf_printf(&b, "<text x=\"%d\" y=\"%d\">1</text><text x=\"%d\" y=\"%.1f\">0</text>\n</svg>\n",
+                   lw + C * cs + 30, th + 10, lw + C * cs + 30, th + 11 * step);
     st = viz_buf_save(&b, path);
     viz_buf_free(&b);
     return st;
