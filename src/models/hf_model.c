@@ -28,7 +28,7 @@ qkv_hf_model *qkv_hf_model_new(const qkv_hf_config *cfg) {
         return NULL;
     }
     m->cfg = *cfg;
-    qkv_status st = cfg->arch == QKV_HF_GPT2 ? hf_gpt2_build(m) : hf_bert_build(m);
+    qkv_status st = cfg->arch == QKV_HF_GPT2 ? qkv__hf_gpt2_build(m) : qkv__hf_bert_build(m);
     if (st) {
         qkv_hf_free(m);
         return NULL;
@@ -105,6 +105,6 @@ qkv_status qkv_hf_forward(qkv_ctx *ctx, const qkv_hf_model *m, const qkv_hf_inpu
                                  "[0, %lld)", (int)idv[i], (long long)(i / b.T), (long long)(i % b.T),
                                  (long long)m->cfg.vocab_size);
     out->n_layers = (int)m->cfg.num_layers;
-    return m->cfg.arch == QKV_HF_GPT2 ? hf_gpt2_forward(ctx, m, &b, output_attentions, out)
-                                      : hf_bert_forward(ctx, m, &b, output_attentions, out);
+    return m->cfg.arch == QKV_HF_GPT2 ? qkv__hf_gpt2_forward(ctx, m, &b, output_attentions, out)
+                                      : qkv__hf_bert_forward(ctx, m, &b, output_attentions, out);
 }

@@ -41,7 +41,7 @@ static qkv_status read_options(const cJSON *cfg, options *o) {
     return QKV_OK;
 }
 
-qkv_status run_pretrained_check(const cJSON *cfg) {
+qkv_status qkv__run_pretrained_check(const cJSON *cfg) {
     options o;
     return read_options(cfg, &o);
 }
@@ -117,7 +117,7 @@ static int64_t copy_rows(const task *t, const qkv_vectors *v, const options *o, 
     return found;
 }
 
-qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
+qkv_status qkv__run_pretrained_init(qkv_run *r, bool fresh) {
     options o = {0};
     qkv_status st = read_options(r->cfg, &o);
     if (st || (!o.path && !o.frozen)) return st;
