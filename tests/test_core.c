@@ -64,6 +64,10 @@ TEST(errors_are_per_call_messages) {
     CHECK(qkv_tensor_new(QKV_F32, 9, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}) == NULL);
     CHECK(strstr(qkv_last_error(), "rank 9"));
     CHECK(strcmp(qkv_status_name(QKV_ERR_FORMAT), "malformed input") == 0);
+    /* A message that quotes the previous one, as every "where: %s" wrapper in the library does. */
+    qkv_error_set(QKV_ERR_IO, "cannot open x");
+    CHECK(qkv_error_set(QKV_ERR_FORMAT, "data.txt:12: %s", qkv_last_error()) == QKV_ERR_FORMAT);
+    CHECKF(strcmp(qkv_last_error(), "data.txt:12: cannot open x") == 0, "got \"%s\"", qkv_last_error());
 }
 
 TEST(tensor_basics) {
@@ -90,6 +94,14 @@ TEST(params_collection) {
     CHECK(w && b && strcmp(w->name, "enc.layer0.weight") == 0);
     CHECK(qkv_params_find(p, "enc.pe") == b && qkv_params_count(p) == 2 && qkv_params_numel(p) == 12);
     CHECK(qkv_params_add(p, "enc.layer0", "weight", QKV_DIMS(1)) == NULL && strstr(qkv_last_error(), "twice"));
+    char key[12];
+    CHECK(qkv_params_join(key, sizeof key, "enc", "pe") == QKV_OK && strcmp(key, "enc.pe") == 0);
+    CHECK(qkv_params_join(key, sizeof key, NULL, "weight") == QKV_OK && strcmp(key, "weight") == 0);
+    CHECK(qkv_params_join(key, sizeof key, "encoder", "weight") == QKV_ERR_INVALID &&
+          strstr(qkv_last_error(), "'encoder.weight' longer than 11"));
+    CHECK(qkv_params_add(p, "a-prefix-of-more-than-one-hundred-and-twenty-seven-characters-is-refused-not-cut-short-"
+                         "as-a-silently-truncated-key-would-be", "weight", QKV_DIMS(1)) == NULL &&
+          qkv_last_status() == QKV_ERR_INVALID);
     qkv_params_free(p);
 }
 

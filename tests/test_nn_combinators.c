@@ -171,6 +171,28 @@ TEST(gradients_through_a_tree) {
     qkv_params_free(p);
 }
 
+/* The RNN leaf is its module, bit for bit: a GRU layer tree against qkv_rnn_forward on the same weights. */
+TEST(rnn_leaf_is_its_module) {
+    qkv_rng rng;
+    qkv_rng_init(&rng, 4);
+    qkv_params *p = qkv_params_new();
+    qkv_rnn_config rc = qkv_rnn_config_default(QKV_RNN_GRU, 3, 5);
+    rc.num_layers = 2;
+    qkv_layer *l = qkv_layer_rnn(p, "rnn", &rc, &rng);
+    CHECK(l != NULL && strcmp(l->name, "GRU") == 0 && qkv_params_find(p, "rnn.weight_hh_l1") != NULL);
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = gc_rand(5, -1, 1, QKV_DIMS(2, 4, 3)), *want = NULL;
+    qkv_tensor *got = l ? qkv_layer_call(c, l, x) : NULL;
+    CHECK_OK(l ? qkv_rnn_forward(c, l->state, x, NULL, NULL, NULL, &want, NULL, NULL) : QKV_ERR_INVALID);
+    CHECK(got && want && got->shape[2] == 5 && test_allclose("rnn leaf", got, want, 0, 0));
+    rc.num_layers = 0;
+    CHECK(qkv_layer_rnn(p, "bad", &rc, &rng) == NULL && qkv_last_status() == QKV_ERR_INVALID);
+    qkv_tensor_free(x);
+    qkv_ctx_free(c);
+    qkv_layer_free(l);
+    qkv_params_free(p);
+}
+
 TEST(bad_input_is_an_error) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_layer *s = QKV_SERIAL(qkv_layer_dup(), qkv_layer_dense(NULL, "x", 1, 1, NULL)); /* a failing child */
@@ -192,6 +214,7 @@ int main(void) {
     RUN(stack_semantics);
     RUN(gradients_through_a_tree);
     RUN(classifier_trains);
+    RUN(rnn_leaf_is_its_module);
     RUN(bad_input_is_an_error);
     return test_finish();
 }

@@ -163,6 +163,38 @@ TEST(stack_returns_weights_per_layer_and_head) {
     qkv_params_free(p);
 }
 
+/* The first n_queries rows alone, pre- and post-norm, with padding: the full forward's rows, and its weights' rows. */
+TEST(query_subset_is_the_full_rows) {
+    for (int pre = 0; pre < 2; pre++) {
+        qkv_rng rng;
+        qkv_rng_init(&rng, 8);
+        static qkv_nn_encoder enc;
+        qkv_params *p = qkv_params_new();
+        qkv_nn_block_config cfg = block(8, 2, 16, pre, QKV_ACT_GELU);
+        CHECK_OK(qkv_nn_encoder_init(&enc, p, "encoder", &cfg, 2, pre, &rng));
+        qkv_tensor *x = gc_rand(11, -1, 1, QKV_DIMS(2, 5, 8));
+        qkv_ctx *c = qkv_ctx_new();
+        qkv_tensor *pad = qkv_ctx_zeros(c, QKV_I32, QKV_DIMS(2, 5));
+        qkv_i32(pad)[9] = 1; /* last key of the second sequence */
+        qkv_nn_attn_mask m = {.key_padding = pad};
+        qkv_tensor *w_full[2] = {0}, *w_sub[2] = {0};
+        qkv_tensor *full = qkv_nn_encoder_forward(c, &enc, x, &m, w_full);
+        qkv_tensor *sub = qkv_nn_encoder_forward_queries(c, &enc, x, 2, &m, w_sub);
+        CHECK(full && sub && sub->shape[1] == 2 && w_sub[1] && w_sub[1]->shape[2] == 2);
+        if (full && sub && w_sub[1]) {
+            CHECK(test_allclose("first two rows", sub, qkv_contiguous(c, qkv_slice(c, full, 1, 0, 2, 1)), 1e-5, 1e-6));
+            CHECK(test_allclose("their weights", w_sub[1], qkv_contiguous(c, qkv_slice(c, w_full[1], 2, 0, 2, 1)),
+                                1e-5, 1e-6));
+        }
+        CHECK(qkv_nn_encoder_forward_queries(c, &enc, x, 6, &m, NULL) == NULL &&
+              strstr(qkv_last_error(), "n_queries 6") != NULL);
+        CHECK(qkv_nn_encoder_layer_forward_queries(c, &enc.layers[0], x, 0, NULL, NULL) == NULL);
+        qkv_ctx_free(c);
+        qkv_tensor_free(x);
+        qkv_params_free(p);
+    }
+}
+
 TEST(transformer_init_is_xavier) {
     qkv_rng rng;
     qkv_rng_init(&rng, 6);
@@ -207,6 +239,7 @@ int main(void) {
     RUN(transformer_matches_torch);
     RUN(gradcheck_blocks);
     RUN(stack_returns_weights_per_layer_and_head);
+    RUN(query_subset_is_the_full_rows);
     RUN(transformer_init_is_xavier);
     RUN(bad_input_is_an_error);
     return test_finish();

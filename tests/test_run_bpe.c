@@ -62,7 +62,7 @@ static qkv_run *train_run(const char *dir, cJSON *cfg) {
 /* Every target of the training file, decoded from its ids by the reopened run, is its line exactly. */
 static void check_targets_round_trip(qkv_run *r, const char *train) {
     split s;
-    CHECK_OK(task_load(&r->task, train, &s));
+    CHECK_OK(qkv__task_load(&r->task, train, &s));
     char *text = test_read_file(train), *line = text;
     for (int64_t i = 0; text && i < s.n && *line; i++) {
         char *end = strchr(line, '\n'), *tab = strchr(line, '\t');
@@ -84,7 +84,7 @@ static void check_targets_round_trip(qkv_run *r, const char *train) {
         line = end + 1;
     }
     free(text);
-    split_free(&s);
+    qkv__split_free(&s);
 }
 
 static void seq2seq_run(const char *name, bool shared) {
@@ -227,20 +227,20 @@ TEST(bad_bpe_settings_are_errors) {
     cJSON *cfg = config(S2S_MODEL, data, 2);
     task t;
     if (cfg) {
-        CHECK(task_prepare(&t, cfg, "seq2seq", path_of("bad_run"), true) == QKV_ERR_INVALID);
+        CHECK(qkv__task_prepare(&t, cfg, "seq2seq", path_of("bad_run"), true) == QKV_ERR_INVALID);
         CHECKF(strstr(qkv_last_error(), "needs both vocab_file and merges_file"), "%s", qkv_last_error());
-        task_free(&t);
-        CHECK(task_prepare(&t, cfg, "lm", path_of("bad_run"), true) == QKV_ERR_INVALID);
-        task_free(&t);
+        qkv__task_free(&t);
+        CHECK(qkv__task_prepare(&t, cfg, "lm", path_of("bad_run"), true) == QKV_ERR_INVALID);
+        qkv__task_free(&t);
     }
     cJSON_Delete(cfg);
     /* seq2seq still has no char tokenizer */
     snprintf(data, sizeof data, "\"train\": \"%s\", \"tokenizer\": \"char\"", path_of("bad.tsv"));
     cfg = config(S2S_MODEL, data, 2);
     if (cfg) {
-        CHECK(task_prepare(&t, cfg, "seq2seq", path_of("bad_run"), true) == QKV_ERR_UNSUPPORTED);
+        CHECK(qkv__task_prepare(&t, cfg, "seq2seq", path_of("bad_run"), true) == QKV_ERR_UNSUPPORTED);
         CHECKF(strstr(qkv_last_error(), "word and bpe"), "%s", qkv_last_error());
-        task_free(&t);
+        qkv__task_free(&t);
     }
     cJSON_Delete(cfg);
 }

@@ -146,15 +146,15 @@ TEST(batch_plans_are_seeded_permutations) {
     split s;
     fake_split(&s, 1000);
     batch_plan a = {0}, b = {0}, c = {0}, d = {0};
-    CHECK_OK(batch_plan_build(&a, &s, 32, true, false, 5, 0));
-    CHECK_OK(batch_plan_build(&b, &s, 32, true, false, 5, 0));
-    CHECK_OK(batch_plan_build(&c, &s, 32, true, false, 5, 1));
+    CHECK_OK(qkv__batch_plan_build(&a, &s, 32, true, false, 5, 0));
+    CHECK_OK(qkv__batch_plan_build(&b, &s, 32, true, false, 5, 0));
+    CHECK_OK(qkv__batch_plan_build(&c, &s, 32, true, false, 5, 1));
     CHECK(a.n_batches == 32 && a.starts[32] == 1000 && a.starts[31] == 992);
     CHECK(is_permutation(a.order, 1000));
     CHECK(!memcmp(a.order, b.order, sizeof *a.order * 1000));  /* same seed and epoch: same order */
     CHECK(memcmp(a.order, c.order, sizeof *a.order * 1000) != 0); /* next epoch: another order */
     /* Bucketing: still a permutation, with much less padding than random batches. */
-    CHECK_OK(batch_plan_build(&d, &s, 32, true, true, 5, 0));
+    CHECK_OK(qkv__batch_plan_build(&d, &s, 32, true, true, 5, 0));
     CHECK(is_permutation(d.order, 1000));
     int64_t pad_random = 0, pad_bucket = 0;
     for (int64_t k = 0; k < d.n_batches; k++) {
@@ -172,13 +172,13 @@ TEST(batch_plans_are_seeded_permutations) {
     CHECKF(pad_bucket * 4 < pad_random, "bucketing padding %lld vs random %lld", (long long)pad_bucket,
            (long long)pad_random);
     /* No shuffle: file order. */
-    CHECK_OK(batch_plan_build(&b, &s, 300, false, true, 5, 3));
+    CHECK_OK(qkv__batch_plan_build(&b, &s, 300, false, true, 5, 3));
     CHECK(b.n_batches == 4 && b.order[0] == 0 && b.order[999] == 999 && b.starts[3] == 900);
-    batch_plan_free(&a);
-    batch_plan_free(&b);
-    batch_plan_free(&c);
-    batch_plan_free(&d);
-    split_free(&s);
+    qkv__batch_plan_free(&a);
+    qkv__batch_plan_free(&b);
+    qkv__batch_plan_free(&c);
+    qkv__batch_plan_free(&d);
+    qkv__split_free(&s);
 }
 
 TEST(plot_svg) {

@@ -34,12 +34,12 @@ TEST(classify_pipeline) {
     CHECK_NN(cfg);
     if (!cfg) return;
     task t;
-    CHECK_OK(task_prepare(&t, cfg, "classify", dir, true));
+    CHECK_OK(qkv__task_prepare(&t, cfg, "classify", dir, true));
     CHECK(t.n_labels == 3 && !strcmp(t.labels[0], "mid") && !strcmp(t.labels[1], "neg") && !strcmp(t.labels[2], "pos"));
     CHECK(t.pad == 0 && t.unk == 1 && t.cls == 2);
     CHECK(id_of(&t, "good") == 3); /* most frequent word first, after <pad> <unk> [CLS] */
     split s;
-    CHECK_OK(task_load(&t, train, &s));
+    CHECK_OK(qkv__task_load(&t, train, &s));
     CHECK(s.n == 4);
     /* "Good, good film good!" -> [CLS] good (max_len 2 counts the [CLS]) */
     CHECK(s.ex[0].n == 2 && s.ex[0].label == 2);
@@ -47,24 +47,24 @@ TEST(classify_pipeline) {
     qkv_ctx *ctx = qkv_ctx_new();
     int64_t idx[2] = {2, 1}, real = 0;
     qkv_batch b;
-    CHECK_OK(batch_make(ctx, &t, &s, idx, 2, &b, &real));
+    CHECK_OK(qkv__batch_make(ctx, &t, &s, idx, 2, &b, &real));
     CHECK(b.ids->shape[0] == 2 && b.ids->shape[1] == 2 && b.n_tokens == 2 && real == 4);
     CHECK(qkv_i32(b.labels)[0] == 0 && qkv_i32(b.labels)[1] == 1);
     qkv_ctx_free(ctx);
-    split_free(&s);
+    qkv__split_free(&s);
     /* The vocabulary and labels were saved and load back the same. */
     task u;
-    CHECK_OK(task_prepare(&u, cfg, "classify", dir, false));
+    CHECK_OK(qkv__task_prepare(&u, cfg, "classify", dir, false));
     CHECK(u.n_labels == 3 && u.vocab_size == t.vocab_size && u.cls == t.cls);
-    task_free(&u);
+    qkv__task_free(&u);
     /* A dev label the training data did not have: an error naming file and line. */
     const char *dev = file("cls_dev.tsv", "pos\tfine\nodd\tfilm\n");
-    CHECK(task_load(&t, dev, &s) == QKV_ERR_FORMAT);
+    CHECK(qkv__task_load(&t, dev, &s) == QKV_ERR_FORMAT);
     CHECKF(strstr(qkv_last_error(), "cls_dev.tsv:2: label 'odd'") != NULL, "%s", qkv_last_error());
     const char *three = file("cls_bad.tsv", "pos\ta\tb\n");
-    CHECK(task_load(&t, three, &s) != QKV_OK);
+    CHECK(qkv__task_load(&t, three, &s) != QKV_OK);
     CHECKF(strstr(qkv_last_error(), "cls_bad.tsv:1") != NULL, "%s", qkv_last_error());
-    task_free(&t);
+    qkv__task_free(&t);
     cJSON_Delete(cfg);
 }
 
@@ -74,9 +74,9 @@ TEST(lm_pipeline) {
     CHECK_NN(cfg);
     if (!cfg) return;
     task t;
-    CHECK_OK(task_prepare(&t, cfg, "lm", dir, true));
+    CHECK_OK(qkv__task_prepare(&t, cfg, "lm", dir, true));
     split s;
-    CHECK_OK(task_load(&t, train, &s));
+    CHECK_OK(qkv__task_load(&t, train, &s));
     /* Stream: a b c a b <nl> b a <nl> = 9 tokens; windows of 5 with stride 4: [0,5) [4,9) and the tail [8,9) is
      * too short to predict anything. */
     CHECK(s.pool_n == 9 && s.n == 2);
@@ -86,7 +86,7 @@ TEST(lm_pipeline) {
     qkv_ctx *ctx = qkv_ctx_new();
     int64_t idx[1] = {1};
     qkv_batch b;
-    CHECK_OK(batch_make(ctx, &t, &s, idx, 1, &b, NULL));
+    CHECK_OK(qkv__batch_make(ctx, &t, &s, idx, 1, &b, NULL));
     CHECK(b.ids->shape[1] == 4 && b.n_tokens == 4);
     for (int j = 0; j < 4; j++) {
         CHECK(qkv_i32(b.ids)[j] == s.pool[4 + j]);
@@ -94,14 +94,14 @@ TEST(lm_pipeline) {
         CHECK(qkv_f32(b.mask)[j] == 1.0f);
     }
     qkv_ctx_free(ctx);
-    split_free(&s);
+    qkv__split_free(&s);
     /* A text for prediction: windows over it. */
-    CHECK_OK(task_encode_text(&t, "abcabcabc", &s));
+    CHECK_OK(qkv__task_encode_text(&t, "abcabcabc", &s));
     CHECK(s.n == 3 && s.ex[2].off == 8 && s.ex[2].n == 2); /* 10 tokens with <nl>: [0,5) [4,9) [8,10) */
-    split_free(&s);
-    CHECK(task_encode_text(&t, "", &s) == QKV_ERR_INVALID); /* <nl> alone predicts nothing */
-    split_free(&s);
-    task_free(&t);
+    qkv__split_free(&s);
+    CHECK(qkv__task_encode_text(&t, "", &s) == QKV_ERR_INVALID); /* <nl> alone predicts nothing */
+    qkv__split_free(&s);
+    qkv__task_free(&t);
     cJSON_Delete(cfg);
 }
 
@@ -111,15 +111,15 @@ TEST(seq2seq_pipeline) {
     CHECK_NN(cfg);
     if (!cfg) return;
     task t;
-    CHECK_OK(task_prepare(&t, cfg, "seq2seq", dir, true));
+    CHECK_OK(qkv__task_prepare(&t, cfg, "seq2seq", dir, true));
     CHECK(t.tgt_vocab != NULL && t.tgt_vocab_size == 7); /* <pad> <unk> <s> </s> z x y */
     split s;
-    CHECK_OK(task_load(&t, train, &s));
+    CHECK_OK(qkv__task_load(&t, train, &s));
     CHECK(s.n == 2 && s.ex[0].n == 2 && s.ex[0].tn == 5);
     qkv_ctx *ctx = qkv_ctx_new();
     int64_t idx[2] = {0, 1};
     qkv_batch b;
-    CHECK_OK(batch_make(ctx, &t, &s, idx, 2, &b, NULL));
+    CHECK_OK(qkv__batch_make(ctx, &t, &s, idx, 2, &b, NULL));
     CHECK(b.src_ids->shape[1] == 2 && b.ids->shape[1] == 4 && b.n_tokens == 4 + 2);
     const int32_t *in = qkv_i32(b.ids), *tg = qkv_i32(b.targets);
     CHECK(in[0] == t.tgt_bos && tg[3] == t.tgt_eos);   /* <s> x y z  ->  x y z </s> */
@@ -127,9 +127,9 @@ TEST(seq2seq_pipeline) {
     CHECK(in[4] == t.tgt_bos && tg[4] == in[5] && tg[5] == t.tgt_eos); /* second row: <s> z -> z </s> */
     CHECK(qkv_f32(b.mask)[6] == 0.0f && in[6] == t.tgt_pad && qkv_f32(b.src_mask)[3] == 0.0f);
     qkv_ctx_free(ctx);
-    split_free(&s);
-    CHECK(task_encode_text(&t, "a", &s) == QKV_ERR_UNSUPPORTED);
-    task_free(&t);
+    qkv__split_free(&s);
+    CHECK(qkv__task_encode_text(&t, "a", &s) == QKV_ERR_UNSUPPORTED);
+    qkv__task_free(&t);
     cJSON_Delete(cfg);
 }
 
@@ -137,15 +137,15 @@ TEST(unsupported_choices) {
     const char *train = file("u.tsv", "1\ta\n");
     cJSON *cfg = config("embmean", train, "\"tokenizer\": \"char\"");
     task t;
-    CHECK(task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_UNSUPPORTED);
-    task_free(&t);
+    CHECK(qkv__task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_UNSUPPORTED);
+    qkv__task_free(&t);
     cJSON_Delete(cfg);
     cfg = config("embmean", train, "\"tokenizer\": \"wordpiece\"");
-    CHECK(task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_INVALID);
+    CHECK(qkv__task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_INVALID);
     CHECK(strstr(qkv_last_error(), "data.vocab_file") != NULL);
-    task_free(&t);
-    CHECK(task_prepare(&t, cfg, "tagging", dir, true) == QKV_ERR_UNSUPPORTED);
-    task_free(&t);
+    qkv__task_free(&t);
+    CHECK(qkv__task_prepare(&t, cfg, "tagging", dir, true) == QKV_ERR_UNSUPPORTED);
+    qkv__task_free(&t);
     cJSON_Delete(cfg);
 }
 

@@ -29,7 +29,8 @@ const char *qkv_last_error(void);
 qkv_status qkv_last_status(void);
 void qkv_error_clear(void);
 /* Record an error (printf-style message) and return `status`, for code built on the library (layers, models,
- * tools) that reports through the same channel. */
+ * tools) that reports through the same channel. The message may quote the previous one: qkv_last_error() is a
+ * valid argument ("%s: %s", where, qkv_last_error()). */
 qkv_status qkv_error_set(qkv_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Short name of a status code ("invalid argument", ...). */
 const char *qkv_status_name(qkv_status status);

@@ -32,6 +32,7 @@
 #include "qkv/nn_attention.h"
 #include "qkv/nn_layers.h"
 #include "qkv/nn_transformer.h"
+#include "qkv/rnn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +102,9 @@ qkv_layer *qkv_layer_layer_norm(qkv_params *params, const char *prefix, int64_t 
 qkv_layer *qkv_layer_dropout(float p);
 qkv_layer *qkv_layer_activation(qkv_activation act);
 qkv_layer *qkv_layer_log_softmax(void);
+/* A recurrent stack (qkv_rnn) run from a zero state over full sequences: x [B, T, input_size] -> its last layer's
+ * outputs [B, T, directions * hidden_size]. */
+qkv_layer *qkv_layer_rnn(qkv_params *params, const char *prefix, const qkv_rnn_config *cfg, qkv_rng *rng);
 /* An encoder block. with_mask: takes (x, key_padding [B, T]) and returns (y, key_padding), as Trax's blocks carry
  * the mask along; otherwise x -> y. */
 qkv_layer *qkv_layer_encoder_block(qkv_params *params, const char *prefix, const qkv_nn_block_config *cfg,

@@ -109,6 +109,9 @@ qkv_tensor *qkv_nn_shift_right(qkv_ctx *ctx, qkv_tensor *x, float pad);
 /* Mean over time of x [B, T, D] at unpadded steps only: pad_mask [B, T] (non-zero = padded) or NULL for all.
  * A sequence with no unpadded step gives zeros. -> [B, D]. */
 qkv_tensor *qkv_nn_masked_mean(qkv_ctx *ctx, qkv_tensor *x, const qkv_tensor *pad_mask);
+/* A batch's token mask [B, T] (int32 or float32, non-zero = token, as qkv_batch's mask) as the padding mask nn
+ * takes: float32 [B, T], 1 = padded, 0 = token, a context tensor without gradient. NULL gives NULL (no error). */
+qkv_tensor *qkv_nn_padding_of(qkv_ctx *ctx, const qkv_tensor *mask);
 /* x / max(||x||_2, eps) along the last axis (torch.nn.functional.normalize, p = 2). */
 qkv_tensor *qkv_nn_l2_normalize(qkv_ctx *ctx, qkv_tensor *x, float eps);
 

@@ -58,6 +58,13 @@ qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params
  * weights [B, H, T, T]. */
 qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
                                          const qkv_nn_attn_mask *mask, qkv_tensor **weights);
+/* The layer computed for the first n_queries positions only, each attending to every position of x: [B, T, d] ->
+ * [B, n_queries, d], those rows of qkv_nn_encoder_layer_forward's output (the same numbers) without the work of the
+ * others, as a classifier that reads position 0 ([CLS]) needs from its last layer. weights receives
+ * [B, H, n_queries, T]. n_queries outside [1, T]: an error. */
+qkv_tensor *qkv_nn_encoder_layer_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                                 int64_t n_queries, const qkv_nn_attn_mask *mask,
+                                                 qkv_tensor **weights);
 
 typedef struct qkv_nn_decoder_layer {
     qkv_nn_block_config cfg;
@@ -95,6 +102,10 @@ qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char
 /* weights, if non-NULL, is an array of num_layers slots receiving each layer's [B, H, T, T] weights. */
 qkv_tensor *qkv_nn_encoder_forward(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x,
                                    const qkv_nn_attn_mask *mask, qkv_tensor **weights);
+/* The stack's output at the first n_queries positions [B, n_queries, d]: every layer but the last runs on all
+ * positions, the last as qkv_nn_encoder_layer_forward_queries, then the final norm. */
+qkv_tensor *qkv_nn_encoder_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x, int64_t n_queries,
+                                           const qkv_nn_attn_mask *mask, qkv_tensor **weights);
 
 qkv_status qkv_nn_decoder_init(qkv_nn_decoder *d, qkv_params *params, const char *prefix,
                                const qkv_nn_block_config *cfg, int num_layers, bool final_norm, qkv_rng *rng);

@@ -19,6 +19,10 @@ typedef struct qkv_params qkv_params;
 qkv_params *qkv_params_new(void);
 void qkv_params_free(qkv_params *p);
 
+/* The key of parameter `name` under `prefix` into buf: "<prefix>.<name>", or "<name>" if prefix is NULL/"". A
+ * key that does not fit in size bytes is an error (QKV_ERR_INVALID naming it), never a truncated key. */
+qkv_status qkv_params_join(char *buf, size_t size, const char *prefix, const char *name);
+
 /* A new zero-filled float32 parameter named "<prefix>.<name>" (or "<name>" if prefix is NULL/""), requiring grad.
  * NULL (error set) on a duplicate name, bad shape or out of memory. */
 qkv_tensor *qkv_params_add(qkv_params *p, const char *prefix, const char *name, int ndim, const int64_t *shape);

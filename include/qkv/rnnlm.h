@@ -18,8 +18,7 @@
 #include <stdint.h>
 
 #include "qkv/model.h"
-#include "qkv/nn_layers.h"
-#include "qkv/rnn.h"
+#include "qkv/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +37,8 @@ qkv_rnnlm_config qkv_rnnlm_config_default(void); /* GRU, d_model 512, 2 layers, 
 
 typedef struct qkv_rnnlm {
     qkv_rnnlm_config cfg;
+    qkv_layer *net; /* Serial(Embedding, GRU/LSTM, Dense, LogSoftmax) (nn.h), owned: the forward */
+    /* The net's modules (views of the same parameters), for the decoder's step-by-step use. */
     qkv_nn_embedding embedding;
     qkv_rnn rnn;
     qkv_nn_linear output;

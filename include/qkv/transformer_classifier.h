@@ -54,8 +54,7 @@ typedef struct qkv_tcls {
     qkv_tcls_config cfg;
     qkv_nn_embedding embed;
     qkv_nn_posenc pos;
-    qkv_nn_encoder_layer layers[QKV_TCLS_MAX_LAYERS];
-    qkv_nn_layer_norm final_norm; /* pre-LN only */
+    qkv_nn_encoder encoder; /* n_layers blocks; the final norm with pre-LN only */
     qkv_nn_linear classifier;
 } qkv_tcls;
 

@@ -24,7 +24,7 @@ static qkv_arena_chunk *chunk_new(qkv_arena *a, size_t size) {
     return c;
 }
 
-void *qkv_arena_alloc(qkv_arena *a, size_t bytes) {
+void *qkv__arena_alloc(qkv_arena *a, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need == 0) need = ARENA_ALIGN;
     qkv_arena_chunk *c = a->cur;
@@ -55,7 +55,7 @@ void *qkv_arena_alloc(qkv_arena *a, size_t bytes) {
     return p;
 }
 
-void qkv_arena_reset(qkv_arena *a) {
+void qkv__arena_reset(qkv_arena *a) {
     size_t total = 0, n = 0;
     for (qkv_arena_chunk *c = a->head; c; c = c->next) {
         total += c->size;
@@ -63,7 +63,7 @@ void qkv_arena_reset(qkv_arena *a) {
     }
     if (n > 1 && a->high_water > a->head->size) {
         /* Merge into one chunk that holds the largest step seen. */
-        qkv_arena_free(a);
+        qkv__arena_free(a);
         size_t size = a->high_water + a->high_water / 8;
         a->head = chunk_new(a, size);
         (void)total;
@@ -73,7 +73,7 @@ void qkv_arena_reset(qkv_arena *a) {
     a->in_use = 0;
 }
 
-void qkv_arena_free(qkv_arena *a) {
+void qkv__arena_free(qkv_arena *a) {
     qkv_arena_chunk *c = a->head;
     while (c) {
         qkv_arena_chunk *next = c->next;
@@ -85,7 +85,7 @@ void qkv_arena_free(qkv_arena *a) {
     a->in_use = 0;
 }
 
-size_t qkv_arena_capacity(const qkv_arena *a) {
+size_t qkv__arena_capacity(const qkv_arena *a) {
     size_t total = 0;
     for (const qkv_arena_chunk *c = a->head; c; c = c->next) total += c->size;
     return total;

@@ -3,6 +3,10 @@
 
 #include <stddef.h>
 
+#include "core/visibility.h"
+
+QKV_INTERNAL_BEGIN
+
 typedef struct qkv_arena_chunk {
     unsigned char *base;
     size_t size, used;
@@ -15,9 +19,10 @@ typedef struct qkv_arena {
 } qkv_arena;
 
 /* NULL (error set) when the system refuses memory. Memory is 64-byte aligned and uninitialised. */
-void *qkv_arena_alloc(qkv_arena *a, size_t bytes);
-void qkv_arena_reset(qkv_arena *a);
-void qkv_arena_free(qkv_arena *a);
-size_t qkv_arena_capacity(const qkv_arena *a);
+void *qkv__arena_alloc(qkv_arena *a, size_t bytes);
+void qkv__arena_reset(qkv_arena *a);
+void qkv__arena_free(qkv_arena *a);
+size_t qkv__arena_capacity(const qkv_arena *a);
 
+QKV_INTERNAL_END
 #endif

@@ -38,14 +38,14 @@ qkv_ctx *qkv_ctx_new(void) {
 
 void qkv_ctx_free(qkv_ctx *ctx) {
     if (!ctx) return;
-    qkv_arena_free(&ctx->arena);
+    qkv__arena_free(&ctx->arena);
     free(ctx->tape);
     free(ctx->spare);
     free(ctx);
 }
 
 void qkv_ctx_reset(qkv_ctx *ctx) {
-    qkv_arena_reset(&ctx->arena);
+    qkv__arena_reset(&ctx->arena);
     ctx->tape_len = 0;
     ctx->n_spare = 0;
 }
@@ -64,9 +64,9 @@ bool qkv_ctx_set_training(qkv_ctx *ctx, bool training) {
 bool qkv_ctx_training(const qkv_ctx *ctx) { return ctx->training; }
 qkv_rng *qkv_ctx_rng(qkv_ctx *ctx) { return &ctx->rng; }
 
-void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) { return qkv_arena_alloc(&ctx->arena, bytes); }
+void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) { return qkv__arena_alloc(&ctx->arena, bytes); }
 
-size_t qkv_ctx_arena_bytes(const qkv_ctx *ctx) { return qkv_arena_capacity(&ctx->arena); }
+size_t qkv_ctx_arena_bytes(const qkv_ctx *ctx) { return qkv__arena_capacity(&ctx->arena); }
 size_t qkv_ctx_tape_length(const qkv_ctx *ctx) { return ctx->tape_len; }
 size_t qkv_ctx_arena_allocs(const qkv_ctx *ctx) { return ctx->arena.system_allocs; }
 
@@ -77,8 +77,8 @@ qkv_tensor *qkv_ctx_tensor(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_
     }
     int64_t n = qkv__contiguous_strides(ndim, shape, NULL);
     if (n < 0) return NULL;
-    qkv_tensor *t = qkv_arena_alloc(&ctx->arena, sizeof *t);
-    void *data = t ? qkv_arena_alloc(&ctx->arena, (size_t)n * qkv_dtype_size(dtype)) : NULL;
+    qkv_tensor *t = qkv__arena_alloc(&ctx->arena, sizeof *t);
+    void *data = t ? qkv__arena_alloc(&ctx->arena, (size_t)n * qkv_dtype_size(dtype)) : NULL;
     if (!data) return NULL;
     qkv__header(t, dtype, ndim, shape);
     t->data = data;
@@ -100,7 +100,7 @@ qkv_tensor *qkv__out_like(qkv_ctx *ctx, const qkv_tensor *like) {
 }
 
 qkv_tensor *qkv__view(qkv_ctx *ctx, const qkv_tensor *src) {
-    qkv_tensor *t = qkv_arena_alloc(&ctx->arena, sizeof *t);
+    qkv_tensor *t = qkv__arena_alloc(&ctx->arena, sizeof *t);
     if (!t) return NULL;
     *t = *src;
     t->grad = NULL;
@@ -137,8 +137,8 @@ qkv_node *qkv_record(qkv_ctx *ctx, qkv_tensor *out, const char *op, qkv_backward
         ctx->tape = t;
         ctx->tape_cap = cap;
     }
-    qkv_node *n = qkv_arena_alloc(&ctx->arena, sizeof *n);
-    qkv_tensor **ins = qkv_arena_alloc(&ctx->arena, sizeof *ins * (size_t)(n_in ? n_in : 1));
+    qkv_node *n = qkv__arena_alloc(&ctx->arena, sizeof *n);
+    qkv_tensor **ins = qkv__arena_alloc(&ctx->arena, sizeof *ins * (size_t)(n_in ? n_in : 1));
     if (!n || !ins) return NULL;
     memset(n, 0, sizeof *n);
     memcpy(ins, in, sizeof *ins * (size_t)n_in);
@@ -165,7 +165,7 @@ static qkv_tensor *grad_tensor(qkv_ctx *ctx, const qkv_tensor *t) {
     size_t bytes = grad_bytes(t);
     for (size_t i = ctx->n_spare; i-- > 0;) {
         if (ctx->spare[i].bytes != bytes) continue;
-        qkv_tensor *g = qkv_arena_alloc(&ctx->arena, sizeof *g);
+        qkv_tensor *g = qkv__arena_alloc(&ctx->arena, sizeof *g);
         if (!g) return NULL;
         qkv__header(g, QKV_F32, t->ndim, t->shape);
         g->data = ctx->spare[i].data;

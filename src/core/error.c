@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_msg[1024];
 static _Thread_local qkv_status last_status;
@@ -16,10 +17,14 @@ void qkv_error_clear(void) {
 }
 
 qkv_status qkv_error_set(qkv_status status, const char *fmt, ...) {
+    /* Formatted apart and then copied: an argument may be qkv_last_error() itself, a new message quoting the
+     * previous one ("file:line: %s"), and vsnprintf must not write the buffer it is reading. */
+    char msg[sizeof last_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_msg, msg, sizeof msg);
     last_status = status;
     return status;
 }

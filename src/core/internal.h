@@ -5,9 +5,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/autograd.h"
 #include "qkv/error.h"
 #include "qkv/tensor.h"
+
+QKV_INTERNAL_BEGIN
 
 /* Internal tensor flag: .grad points at a caller's tensor (qkv_backward_with), to be copied before any write. */
 #define QKV__FLAG_BORROWED_GRAD (1u << 8)
@@ -66,4 +69,5 @@ void qkv__reduce_broadcast_add(float *dst, const qkv_tensor *dst_like, const flo
         }                                                                                       \
     } while (0)
 
+QKV_INTERNAL_END
 #endif

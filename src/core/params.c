@@ -25,16 +25,18 @@ void qkv_params_free(qkv_params *p) {
     free(p);
 }
 
+qkv_status qkv_params_join(char *buf, size_t size, const char *prefix, const char *name) {
+    int len = (prefix && *prefix) ? snprintf(buf, size, "%s.%s", prefix, name) : snprintf(buf, size, "%s", name);
+    if (len < 0 || (size_t)len >= size)
+        return qkv_error_set(QKV_ERR_INVALID, "parameter name '%s%s%s' longer than %zu characters",
+                             prefix ? prefix : "", prefix && *prefix ? "." : "", name, size ? size - 1 : 0);
+    return QKV_OK;
+}
+
 static qkv_tensor *add(qkv_params *p, const char *prefix, const char *name, int ndim, const int64_t *shape,
                        bool trainable) {
     char full[sizeof(((qkv_tensor *)0)->name)];
-    int len = (prefix && *prefix) ? snprintf(full, sizeof full, "%s.%s", prefix, name)
-                                  : snprintf(full, sizeof full, "%s", name);
-    if (len < 0 || (size_t)len >= sizeof full) {
-        qkv_error_set(QKV_ERR_INVALID, "parameter name '%s.%s' longer than %zu characters", prefix ? prefix : "",
-                      name, sizeof full - 1);
-        return NULL;
-    }
+    if (qkv_params_join(full, sizeof full, prefix, name)) return NULL;
     if (qkv_params_find(p, full)) {
         qkv_error_set(QKV_ERR_INVALID, "parameter '%s' defined twice", full);
         return NULL;

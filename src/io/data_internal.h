@@ -1,11 +1,14 @@
-/* The reader state shared by src/io's line reader (reader.c) and its record parsers (tsv.c, jsonl.c). Not
- * installed. */
+/* The reader state shared by src/io's line layer (line.c), its record parsers (tsv.c, jsonl.c) and the public
+ * iterator (reader.c), which sits on both. Not installed. */
 #ifndef QKV_IO_DATA_INTERNAL_H
 #define QKV_IO_DATA_INTERNAL_H
 
 #include <stdio.h>
 
+#include "core/visibility.h"
 #include "qkv/data.h"
+
+QKV_INTERNAL_BEGIN
 
 struct qkv_reader {
     char *name;
@@ -29,7 +32,7 @@ struct qkv_reader {
     bool header_done, failed;
 };
 
-/* Reads the next physical line into r->line (validated: length, NUL, UTF-8). *got = false at end of input. */
+/* line.c. Reads the next physical line into r->line (validated: length, NUL, UTF-8). *got = false at end of input. */
 qkv_status qkv__reader_line(qkv_reader *r, bool *got);
 /* Record assembly helpers: start a record, append bytes to the current field, end the field. */
 void qkv__rec_reset(qkv_reader *r);
@@ -39,9 +42,10 @@ qkv_status qkv__rec_end_field(qkv_reader *r);
 qkv_status qkv__reader_error(qkv_reader *r, qkv_status st, int64_t line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Parse one record from the current line (and, for CSV, following lines) into r's fields. */
+/* tsv.c, jsonl.c. Parse one record from the current line (and, for CSV, following lines) into r's fields. */
 qkv_status qkv__tsv_record(qkv_reader *r);
 qkv_status qkv__csv_record(qkv_reader *r);
 qkv_status qkv__jsonl_record(qkv_reader *r);
 
+QKV_INTERNAL_END
 #endif

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
+
+QKV_INTERNAL_BEGIN
+
 /* Longest n-gram any metric counts (BLEU up to QKV_BLEU_MAX_ORDER, ROUGE-N up to 9 like rouge-score). */
 #define QKV__MAX_NGRAM 9
 
@@ -56,4 +60,5 @@ qkv__ngram *qkv__ngram_get(qkv__ngram_map *m, const int32_t *ids, int n, bool cr
 void qkv__ngram_clear(qkv__ngram_map *m);
 void qkv__ngram_free(qkv__ngram_map *m);
 
+QKV_INTERNAL_END
 #endif

@@ -33,11 +33,15 @@ static qkv_status check_config(const qkv_gpt_config *c) {
     return QKV_OK;
 }
 
-/* A Linear [out, in] + bias [out]: weight normal(0, std) as torch_ref.py, bias as torch's Linear default. */
-static qkv_status add_linear(qkv_params *p, const char *prefix, int64_t in, int64_t out, float std, qkv_rng *rng,
-                             qkv_tensor **w, qkv_tensor **b) {
-    *w = qkv_params_add(p, prefix, "weight", QKV_DIMS(out, in));
-    *b = qkv_params_add(p, prefix, "bias", QKV_DIMS(out));
+/* A Linear [out, in] + bias [out] named "<prefix>.<sub>.{weight,bias}": weight normal(0, std) as torch_ref.py,
+ * bias as torch's Linear default. */
+static qkv_status add_linear(qkv_params *p, const char *prefix, const char *sub, int64_t in, int64_t out, float std,
+                             qkv_rng *rng, qkv_tensor **w, qkv_tensor **b) {
+    char name[224];
+    qkv_status st = qkv_params_join(name, sizeof name, prefix, sub);
+    if (st) return st;
+    *w = qkv_params_add(p, name, "weight", QKV_DIMS(out, in));
+    *b = qkv_params_add(p, name, "bias", QKV_DIMS(out));
     if (!*w || !*b) return qkv_last_status();
     qkv_rng_fill_normal(rng, *w, 0.0f, std);
     float bound = 1.0f / sqrtf((float)in);
@@ -45,17 +49,16 @@ static qkv_status add_linear(qkv_params *p, const char *prefix, int64_t in, int6
     return QKV_OK;
 }
 
-static qkv_status add_norm(qkv_params *p, const char *prefix, int64_t d, qkv_tensor **w, qkv_tensor **b) {
-    *w = qkv_params_add(p, prefix, "weight", QKV_DIMS(d));
-    *b = qkv_params_add(p, prefix, "bias", QKV_DIMS(d));
+static qkv_status add_norm(qkv_params *p, const char *prefix, const char *sub, int64_t d, qkv_tensor **w,
+                           qkv_tensor **b) {
+    char name[224];
+    qkv_status st = qkv_params_join(name, sizeof name, prefix, sub);
+    if (st) return st;
+    *w = qkv_params_add(p, name, "weight", QKV_DIMS(d));
+    *b = qkv_params_add(p, name, "bias", QKV_DIMS(d));
     if (!*w || !*b) return qkv_last_status();
     qkv_tensor_fill(*w, 1.0f);
     return QKV_OK;
-}
-
-static const char *join(char *buf, size_t n, const char *prefix, const char *name) {
-    snprintf(buf, n, "%s%s%s", prefix && *prefix ? prefix : "", prefix && *prefix ? "." : "", name);
-    return buf;
 }
 
 qkv_gpt *qkv_gpt_new(const qkv_gpt_config *cfg, qkv_params *params, const char *prefix, qkv_rng *rng) {
@@ -68,10 +71,9 @@ qkv_gpt *qkv_gpt_new(const qkv_gpt_config *cfg, qkv_params *params, const char *
     m->cfg = *cfg;
     int64_t V = cfg->vocab_size, d = cfg->d_model, f = cfg->d_ff;
     float std = cfg->init_std;
-    char pre[160], name[224];
-    m->wte = qkv_params_add(params, join(pre, sizeof pre, prefix, "transformer.wte"), "weight", QKV_DIMS(V, d));
-    m->wpe = qkv_params_add(params, join(pre, sizeof pre, prefix, "transformer.wpe"), "weight",
-                            QKV_DIMS(cfg->n_ctx, d));
+    char pre[160];
+    m->wte = qkv_params_add(params, prefix, "transformer.wte.weight", QKV_DIMS(V, d));
+    m->wpe = qkv_params_add(params, prefix, "transformer.wpe.weight", QKV_DIMS(cfg->n_ctx, d));
     if (!m->wte || !m->wpe) goto fail;
     qkv_rng_fill_normal(rng, m->wte, 0.0f, std);
     qkv_rng_fill_normal(rng, m->wpe, 0.0f, std);
@@ -79,22 +81,19 @@ qkv_gpt *qkv_gpt_new(const qkv_gpt_config *cfg, qkv_params *params, const char *
         qkv_gpt_block *b = &m->h[l];
         char blk[32];
         snprintf(blk, sizeof blk, "transformer.h.%d", l);
-        join(pre, sizeof pre, prefix, blk);
-#define SUB(s) (snprintf(name, sizeof name, "%s." s, pre), name)
-        if (add_norm(params, SUB("ln_1"), d, &b->ln1_w, &b->ln1_b) ||
-            add_linear(params, SUB("attn.c_attn"), d, 3 * d, std, rng, &b->attn_w, &b->attn_b) ||
-            add_linear(params, SUB("attn.c_proj"), d, d, std, rng, &b->proj_w, &b->proj_b) ||
-            add_norm(params, SUB("ln_2"), d, &b->ln2_w, &b->ln2_b) ||
-            add_linear(params, SUB("mlp.c_fc"), d, f, std, rng, &b->fc_w, &b->fc_b) ||
-            add_linear(params, SUB("mlp.c_proj"), f, d, std, rng, &b->mproj_w, &b->mproj_b))
+        if (qkv_params_join(pre, sizeof pre, prefix, blk) || add_norm(params, pre, "ln_1", d, &b->ln1_w, &b->ln1_b) ||
+            add_linear(params, pre, "attn.c_attn", d, 3 * d, std, rng, &b->attn_w, &b->attn_b) ||
+            add_linear(params, pre, "attn.c_proj", d, d, std, rng, &b->proj_w, &b->proj_b) ||
+            add_norm(params, pre, "ln_2", d, &b->ln2_w, &b->ln2_b) ||
+            add_linear(params, pre, "mlp.c_fc", d, f, std, rng, &b->fc_w, &b->fc_b) ||
+            add_linear(params, pre, "mlp.c_proj", f, d, std, rng, &b->mproj_w, &b->mproj_b))
             goto fail;
-#undef SUB
     }
-    if (add_norm(params, join(pre, sizeof pre, prefix, "transformer.ln_f"), d, &m->lnf_w, &m->lnf_b)) goto fail;
+    if (add_norm(params, prefix, "transformer.ln_f", d, &m->lnf_w, &m->lnf_b)) goto fail;
     if (cfg->tied) {
         m->head = m->wte;
     } else {
-        m->head = qkv_params_add(params, join(pre, sizeof pre, prefix, "lm_head"), "weight", QKV_DIMS(V, d));
+        m->head = qkv_params_add(params, prefix, "lm_head.weight", QKV_DIMS(V, d));
         if (!m->head) goto fail;
         qkv_rng_fill_normal(rng, m->head, 0.0f, std);
     }

@@ -6,14 +6,14 @@
 #include "models/hf_internal.h"
 #include "qkv/ops.h"
 
-qkv_status hf_bert_build(qkv_hf_model *m) {
+qkv_status qkv__hf_bert_build(qkv_hf_model *m) {
     const qkv_hf_config *c = &m->cfg;
     int64_t E = c->hidden_size, I = c->intermediate_size;
     qkv_status st;
-    if ((st = hf_add_embedding(m, &m->word, "embeddings.word_embeddings", c->vocab_size, E)) ||
-        (st = hf_add_embedding(m, &m->position, "embeddings.position_embeddings", c->max_positions, E)) ||
-        (st = hf_add_embedding(m, &m->token_type, "embeddings.token_type_embeddings", c->type_vocab_size, E)) ||
-        (st = hf_add_layer_norm(m, &m->emb_ln, "embeddings.LayerNorm", E)))
+    if ((st = qkv__hf_add_embedding(m, &m->word, "embeddings.word_embeddings", c->vocab_size, E)) ||
+        (st = qkv__hf_add_embedding(m, &m->position, "embeddings.position_embeddings", c->max_positions, E)) ||
+        (st = qkv__hf_add_embedding(m, &m->token_type, "embeddings.token_type_embeddings", c->type_vocab_size, E)) ||
+        (st = qkv__hf_add_layer_norm(m, &m->emb_ln, "embeddings.LayerNorm", E)))
         return st;
     for (int i = 0; i < c->num_layers; i++) {
         hf_bert_layer *l = &m->bert[i];
@@ -22,17 +22,18 @@ qkv_status hf_bert_build(qkv_hf_model *m) {
                                 "attention.output.dense", "intermediate.dense", "output.dense",
                                 "attention.output.LayerNorm", "output.LayerNorm"};
         for (int k = 0; k < 8; k++) snprintf(p[k], sizeof p[k], "encoder.layer.%d.%s", i, names[k]);
-        if ((st = hf_add_linear(m, &l->query, p[0], E, E, true)) ||
-            (st = hf_add_linear(m, &l->key, p[1], E, E, true)) ||
-            (st = hf_add_linear(m, &l->value, p[2], E, E, true)) ||
-            (st = hf_add_linear(m, &l->attn_out, p[3], E, E, true)) ||
-            (st = hf_add_linear(m, &l->intermediate, p[4], E, I, true)) ||
-            (st = hf_add_linear(m, &l->out, p[5], I, E, true)) || (st = hf_add_layer_norm(m, &l->attn_ln, p[6], E)) ||
-            (st = hf_add_layer_norm(m, &l->out_ln, p[7], E)))
+        if ((st = qkv__hf_add_linear(m, &l->query, p[0], E, E, true)) ||
+            (st = qkv__hf_add_linear(m, &l->key, p[1], E, E, true)) ||
+            (st = qkv__hf_add_linear(m, &l->value, p[2], E, E, true)) ||
+            (st = qkv__hf_add_linear(m, &l->attn_out, p[3], E, E, true)) ||
+            (st = qkv__hf_add_linear(m, &l->intermediate, p[4], E, I, true)) ||
+            (st = qkv__hf_add_linear(m, &l->out, p[5], I, E, true)) ||
+            (st = qkv__hf_add_layer_norm(m, &l->attn_ln, p[6], E)) ||
+            (st = qkv__hf_add_layer_norm(m, &l->out_ln, p[7], E)))
             return st;
     }
     m->has_pooler = true;
-    return hf_add_linear(m, &m->pooler, "pooler.dense", E, E, true);
+    return qkv__hf_add_linear(m, &m->pooler, "pooler.dense", E, E, true);
 }
 
 /* BERT: 0..T-1 for every row. RoBERTa: pad + cumulative count of non-pad tokens, pad at pad tokens. */
@@ -59,8 +60,8 @@ static qkv_tensor *position_ids(qkv_ctx *ctx, const qkv_hf_model *m, const hf_ba
     return pos;
 }
 
-qkv_status hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
-                           qkv_hf_outputs *out) {
+qkv_status qkv__hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
+                                qkv_hf_outputs *out) {
     qkv_tensor *pos = position_ids(ctx, m, b);
     if (!pos) return qkv_last_status();
     qkv_tensor *types = b->type_ids;
@@ -71,9 +72,10 @@ qkv_status hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *
     x = qkv_nn_layer_norm_forward(ctx, &m->emb_ln, x);
     for (int i = 0; i < m->cfg.num_layers && x; i++) {
         const hf_bert_layer *l = &m->bert[i];
-        qkv_tensor *a = hf_attention(ctx, m, b, qkv_nn_linear_forward(ctx, &l->query, x),
-                                     qkv_nn_linear_forward(ctx, &l->key, x), qkv_nn_linear_forward(ctx, &l->value, x),
-                                     false, output_attentions ? &out->attentions[i] : NULL);
+        qkv_tensor *a = qkv__hf_attention(ctx, m, b, qkv_nn_linear_forward(ctx, &l->query, x),
+                                          qkv_nn_linear_forward(ctx, &l->key, x),
+                                     qkv_nn_linear_forward(ctx, &l->value, x), false,
+                                     output_attentions ? &out->attentions[i] : NULL);
         x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->attn_out, a), x));
         qkv_tensor *h = qkv_nn_activate(ctx, m->cfg.activation, qkv_nn_linear_forward(ctx, &l->intermediate, x));
         x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->out, h), x));

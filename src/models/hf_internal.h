@@ -1,10 +1,14 @@
-/* Internals shared by the Hugging Face model files (src/models/hf_*.c) and the checkpoint loader
- * (src/io/hf_load.c): the model struct and the helpers that build and run it. */
+/* Internals shared by the Hugging Face files (src/models/hf_*.c): the model struct, the layer helpers
+ * (hf_layers.c) and the architectures' build / forward (hf_bert.c, hf_gpt2.c) that hf_model.c dispatches to and
+ * hf_load.c fills. Not installed. */
 #ifndef QKV_HF_INTERNAL_H
 #define QKV_HF_INTERNAL_H
 
+#include "core/visibility.h"
 #include "qkv/hf.h"
 #include "qkv/nn_layers.h"
+
+QKV_INTERNAL_BEGIN
 
 /* BERT / RoBERTa encoder layer, HF names under "encoder.layer.<i>.": attention.self.{query,key,value},
  * attention.output.{dense,LayerNorm}, intermediate.dense, output.{dense,LayerNorm}. */
@@ -36,12 +40,13 @@ struct qkv_hf_model {
 
 /* Zero-initialised parameters named "<prefix>.weight" / "<prefix>.bias" wired into nn layer structs (a layer
  * norm's weight starts at one). */
-qkv_status hf_add_linear(qkv_hf_model *m, qkv_nn_linear *l, const char *prefix, int64_t in, int64_t out, bool bias);
-qkv_status hf_add_layer_norm(qkv_hf_model *m, qkv_nn_layer_norm *n, const char *prefix, int64_t dim);
-qkv_status hf_add_embedding(qkv_hf_model *m, qkv_nn_embedding *e, const char *prefix, int64_t num, int64_t dim);
+qkv_status qkv__hf_add_linear(qkv_hf_model *m, qkv_nn_linear *l, const char *prefix, int64_t in, int64_t out,
+                              bool bias);
+qkv_status qkv__hf_add_layer_norm(qkv_hf_model *m, qkv_nn_layer_norm *n, const char *prefix, int64_t dim);
+qkv_status qkv__hf_add_embedding(qkv_hf_model *m, qkv_nn_embedding *e, const char *prefix, int64_t num, int64_t dim);
 
-qkv_status hf_bert_build(qkv_hf_model *m);
-qkv_status hf_gpt2_build(qkv_hf_model *m);
+qkv_status qkv__hf_bert_build(qkv_hf_model *m);
+qkv_status qkv__hf_gpt2_build(qkv_hf_model *m);
 
 /* Checked inputs of one forward call. */
 typedef struct hf_batch {
@@ -52,12 +57,13 @@ typedef struct hf_batch {
 } hf_batch;
 
 /* Multi-head attention core shared by both families: q, k, v [B, T, E] -> merged context [B, T, E]. */
-qkv_tensor *hf_attention(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, qkv_tensor *q, qkv_tensor *k,
-                         qkv_tensor *v, bool causal, qkv_tensor **weights);
+qkv_tensor *qkv__hf_attention(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, qkv_tensor *q, qkv_tensor *k,
+                              qkv_tensor *v, bool causal, qkv_tensor **weights);
 
-qkv_status hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
-                           qkv_hf_outputs *out);
-qkv_status hf_gpt2_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
-                           qkv_hf_outputs *out);
+qkv_status qkv__hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
+                                qkv_hf_outputs *out);
+qkv_status qkv__hf_gpt2_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
+                                qkv_hf_outputs *out);
 
+QKV_INTERNAL_END
 #endif

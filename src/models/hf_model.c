@@ -1,37 +1,11 @@
-/* Hugging Face base models (hf.h): construction, input checks, the shared attention core and forward dispatch.
- * The architectures themselves are in hf_bert.c and hf_gpt2.c; loading is src/io/hf_load.c. */
-#include <math.h>
+/* Hugging Face base models (hf.h): construction, input checks and forward dispatch. The architectures are in
+ * hf_bert.c and hf_gpt2.c, on the layer helpers of hf_layers.c; config.json is hf_config.c, loading hf_load.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/hf_internal.h"
-#include "qkv/attention.h"
 #include "qkv/ops.h"
-
-qkv_status hf_add_linear(qkv_hf_model *m, qkv_nn_linear *l, const char *prefix, int64_t in, int64_t out,
-                         bool bias) {
-    l->in_features = in, l->out_features = out;
-    l->weight = qkv_params_add(m->params, prefix, "weight", QKV_DIMS(out, in));
-    l->bias = bias ? qkv_params_add(m->params, prefix, "bias", QKV_DIMS(out)) : NULL;
-    return l->weight && (!bias || l->bias) ? QKV_OK : qkv_last_status();
-}
-
-qkv_status hf_add_layer_norm(qkv_hf_model *m, qkv_nn_layer_norm *n, const char *prefix, int64_t dim) {
-    n->dim = dim, n->eps = m->cfg.layer_norm_eps;
-    n->weight = qkv_params_add(m->params, prefix, "weight", QKV_DIMS(dim));
-    n->bias = qkv_params_add(m->params, prefix, "bias", QKV_DIMS(dim));
-    if (!n->weight || !n->bias) return qkv_last_status();
-    qkv_tensor_fill(n->weight, 1.0f);
-    return QKV_OK;
-}
-
-qkv_status hf_add_embedding(qkv_hf_model *m, qkv_nn_embedding *e, const char *prefix, int64_t num, int64_t dim) {
-    /* No padding index: it only changes gradients, and HF's pretrained rows are used as stored. */
-    *e = (qkv_nn_embedding){.num_embeddings = num, .embedding_dim = dim, .padding_idx = -1, .scale = 1.0f};
-    e->weight = qkv_params_add(m->params, prefix, "weight", QKV_DIMS(num, dim));
-    return e->weight ? QKV_OK : qkv_last_status();
-}
 
 qkv_hf_model *qkv_hf_model_new(const qkv_hf_config *cfg) {
     if (!cfg) {
@@ -54,7 +28,7 @@ qkv_hf_model *qkv_hf_model_new(const qkv_hf_config *cfg) {
         return NULL;
     }
     m->cfg = *cfg;
-    qkv_status st = cfg->arch == QKV_HF_GPT2 ? hf_gpt2_build(m) : hf_bert_build(m);
+    qkv_status st = cfg->arch == QKV_HF_GPT2 ? qkv__hf_gpt2_build(m) : qkv__hf_bert_build(m);
     if (st) {
         qkv_hf_free(m);
         return NULL;
@@ -79,24 +53,6 @@ qkv_status qkv_hf_check_vocab(const qkv_hf_model *m, int64_t tokenizer_vocab_siz
                              "%lld rows (vocab_size)", (long long)tokenizer_vocab_size,
                              qkv_hf_arch_name(m->cfg.arch), (long long)m->cfg.vocab_size);
     return QKV_OK;
-}
-
-/* [B, T, E] -> [B, H, T, D] as views. */
-static qkv_tensor *split_heads(qkv_ctx *ctx, qkv_tensor *x, int64_t B, int64_t T, int64_t H, int64_t D) {
-    return qkv_permute(ctx, qkv_reshape(ctx, x, QKV_DIMS(B, T, H, D)), (const int[]){0, 2, 1, 3});
-}
-
-qkv_tensor *hf_attention(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, qkv_tensor *q, qkv_tensor *k,
-                         qkv_tensor *v, bool causal, qkv_tensor **weights) {
-    int64_t H = m->cfg.num_heads, E = m->cfg.hidden_size, D = E / H;
-    qkv_sdpa_opts o = qkv_sdpa_defaults();
-    o.causal = causal;
-    o.key_padding = b->key_padding;
-    o.scale = m->cfg.scale_attn_weights ? 0.0f : 1.0f;
-    o.weights = weights;
-    qkv_tensor *a = qkv_sdpa(ctx, split_heads(ctx, q, b->B, b->T, H, D), split_heads(ctx, k, b->B, b->T, H, D),
-                             split_heads(ctx, v, b->B, b->T, H, D), &o);
-    return qkv_reshape(ctx, qkv_permute(ctx, a, (const int[]){0, 2, 1, 3}), QKV_DIMS(b->B, b->T, E));
 }
 
 static qkv_status check_bt(const char *what, const qkv_tensor *t, const qkv_tensor *ids, bool allow_f32) {
@@ -149,6 +105,6 @@ qkv_status qkv_hf_forward(qkv_ctx *ctx, const qkv_hf_model *m, const qkv_hf_inpu
                                  "[0, %lld)", (int)idv[i], (long long)(i / b.T), (long long)(i % b.T),
                                  (long long)m->cfg.vocab_size);
     out->n_layers = (int)m->cfg.num_layers;
-    return m->cfg.arch == QKV_HF_GPT2 ? hf_gpt2_forward(ctx, m, &b, output_attentions, out)
-                                      : hf_bert_forward(ctx, m, &b, output_attentions, out);
+    return m->cfg.arch == QKV_HF_GPT2 ? qkv__hf_gpt2_forward(ctx, m, &b, output_attentions, out)
+                                      : qkv__hf_bert_forward(ctx, m, &b, output_attentions, out);
 }

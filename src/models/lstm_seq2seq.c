@@ -358,7 +358,7 @@ static qkv_tensor *lstm_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_
         qkv_error_set(QKV_ERR_INVALID, "lstm_seq2seq: the batch needs src_ids and ids (decoder inputs)");
         return NULL;
     }
-    qkv_tensor *pad = s2s_pad_from_mask(ctx, b->src_mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->src_mask);
     if (b->src_mask && !pad) return NULL;
     qkv_tensor *w = NULL;
     qkv_tensor *logits = qkv_lstm_s2s_forward(ctx, &lm->m, b->src_ids, pad, b->ids, maps ? &w : NULL);

@@ -33,17 +33,34 @@ qkv_rnnlm *qkv_rnnlm_new(const qkv_rnnlm_config *cfg, qkv_params *params, qkv_rn
     qkv_rnn_config rc = qkv_rnn_config_default(cfg->kind, cfg->d_model, cfg->d_model);
     rc.num_layers = cfg->n_layers;
     rc.dropout = cfg->dropout;
-    if (qkv_nn_embedding_init(&m->embedding, params, "embedding", cfg->vocab_size, cfg->d_model, QKV_NN_NO_PADDING,
-                              false, rng) ||
-        qkv_rnn_init(&m->rnn, params, "rnn", &rc, rng) ||
-        qkv_nn_linear_init(&m->output, params, "output", cfg->d_model, cfg->vocab_size, true, rng)) {
+    /* One statement a leaf: parameters are added and drawn in this order whatever the compiler. */
+    qkv_layer *embedding = qkv_layer_embedding(params, "embedding", cfg->vocab_size, cfg->d_model,
+                                               QKV_NN_NO_PADDING, false, rng);
+    qkv_layer *rnn = embedding ? qkv_layer_rnn(params, "rnn", &rc, rng) : NULL;
+    qkv_layer *output = rnn ? qkv_layer_dense(params, "output", cfg->d_model, cfg->vocab_size, rng) : NULL;
+    qkv_layer *log_softmax = output ? qkv_layer_log_softmax() : NULL;
+    if (!log_softmax) { /* the failed leaf set the error */
+        qkv_layer_free(embedding);
+        qkv_layer_free(rnn);
+        qkv_layer_free(output);
         free(m);
         return NULL;
     }
+    if (!(m->net = QKV_SERIAL(embedding, rnn, output, log_softmax))) {
+        free(m);
+        return NULL;
+    }
+    m->embedding = *(const qkv_nn_embedding *)embedding->state;
+    m->rnn = *(const qkv_rnn *)rnn->state;
+    m->output = *(const qkv_nn_linear *)output->state;
     return m;
 }
 
-void qkv_rnnlm_free(qkv_rnnlm *m) { free(m); }
+void qkv_rnnlm_free(qkv_rnnlm *m) {
+    if (!m) return;
+    qkv_layer_free(m->net);
+    free(m);
+}
 
 qkv_tensor *qkv_rnnlm_forward(qkv_ctx *ctx, const qkv_rnnlm *m, qkv_tensor *inputs) {
     if (!inputs) return NULL;
@@ -51,10 +68,7 @@ qkv_tensor *qkv_rnnlm_forward(qkv_ctx *ctx, const qkv_rnnlm *m, qkv_tensor *inpu
         qkv_error_set(QKV_ERR_INVALID, "rnnlm: inputs must be int32 [batch, time]");
         return NULL;
     }
-    qkv_tensor *out = NULL;
-    qkv_tensor *x = qkv_nn_embedding_forward(ctx, &m->embedding, inputs);
-    if (!x || qkv_rnn_forward(ctx, &m->rnn, x, NULL, NULL, NULL, &out, NULL, NULL) != QKV_OK) return NULL;
-    return qkv_log_softmax(ctx, qkv_nn_linear_forward(ctx, &m->output, out), -1);
+    return qkv_layer_call(ctx, m->net, inputs);
 }
 
 /* ---- Decoding with carried state ------------------------------------------------------------------------ */

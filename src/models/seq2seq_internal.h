@@ -1,5 +1,5 @@
-/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): turning the data pipeline's masks (1 = token) into nn's padding masks
- * (non-zero = padded), the masked loss, and the bits of decoding state both models keep. Not installed. */
+/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): the masked loss and the
+ * bits of decoding state both models keep. Not installed. */
 #ifndef QKV_SEQ2SEQ_INTERNAL_H
 #define QKV_SEQ2SEQ_INTERNAL_H
 
@@ -9,25 +9,6 @@
 #include "qkv/model.h"
 #include "qkv/ops.h"
 #include "qkv/seq2seq.h"
-
-/* mask [B, T] (f32 or i32, 1 = token) -> float padding mask [B, T] (1 = padded), a context tensor; NULL -> NULL. */
-static inline qkv_tensor *s2s_pad_from_mask(qkv_ctx *ctx, const qkv_tensor *mask) {
-    if (!mask) return NULL;
-    if (mask->ndim != 2) {
-        qkv_error_set(QKV_ERR_INVALID, "seq2seq: a mask must be [batch, time], got %d dimensions", mask->ndim);
-        return NULL;
-    }
-    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_F32, 2, mask->shape);
-    if (!pad) return NULL;
-    float *p = qkv_f32(pad);
-    for (int64_t b = 0; b < mask->shape[0]; b++)
-        for (int64_t t = 0; t < mask->shape[1]; t++) {
-            int64_t off = b * mask->stride[0] + t * mask->stride[1];
-            bool tok = mask->dtype == QKV_F32 ? qkv_f32(mask)[off] != 0.0f : qkv_i32(mask)[off] != 0;
-            *p++ = tok ? 0.0f : 1.0f;
-        }
-    return pad;
-}
 
 /* Mean cross-entropy of logits [B, T, V] against targets [B, T], counting tokens where mask (1 = count) is set,
  * times the optional per-token weights. */
@@ -40,7 +21,7 @@ static inline qkv_tensor *s2s_masked_loss(qkv_ctx *ctx, qkv_tensor *logits, cons
     qkv_ce_opts o = qkv_ce_defaults();
     qkv_tensor *w = NULL;
     if (b->mask) {
-        qkv_tensor *pad = s2s_pad_from_mask(ctx, b->mask);
+        qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
         w = qkv_affine(ctx, pad, -1.0f, 1.0f);
         if (!w) return NULL;
     }

@@ -72,15 +72,10 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
     bc.activation = c->activation;
     bc.norm_first = c->norm_first;
     bc.separate_proj = true;
-    for (int64_t i = 0; i < c->n_layers; i++) {
-        char prefix[64];
-        snprintf(prefix, sizeof prefix, "encoder.layers.%lld", (long long)i);
-        if ((st = qkv_nn_encoder_layer_init(&m->layers[i], params, prefix, &bc, rng))) return st;
-        /* The block config has one dropout for everything; the attention weights get their own. */
-        m->layers[i].self_attn.cfg.dropout = c->attn_dropout;
-    }
-    if (c->norm_first && (st = qkv_nn_layer_norm_init(&m->final_norm, params, "encoder.norm", d, 1e-5f, true)))
+    if ((st = qkv_nn_encoder_init(&m->encoder, params, "encoder", &bc, (int)c->n_layers, c->norm_first, rng)))
         return st;
+    /* The block config has one dropout for everything; the attention weights get their own. */
+    for (int i = 0; i < m->encoder.num_layers; i++) m->encoder.layers[i].self_attn.cfg.dropout = c->attn_dropout;
     if ((st = qkv_nn_linear_init(&m->classifier, params, "classifier", d, c->n_classes, true, rng))) return st;
     m->cfg = *c;
     m->cfg.pretrained = NULL; /* copied above; not kept */
@@ -88,39 +83,6 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
 }
 
 /* ---- Forward ----------------------------------------------------------------------------------------------- */
-
-static qkv_tensor *feed_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x) {
-    float p = l->cfg.dropout;
-    qkv_tensor *h = qkv_nn_activate(ctx, l->cfg.activation, qkv_nn_linear_forward(ctx, &l->linear1, x));
-    return qkv_dropout(ctx, qkv_nn_linear_forward(ctx, &l->linear2, qkv_dropout(ctx, h, p)), p);
-}
-
-static qkv_tensor *self_attention(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *q, qkv_tensor *kv,
-                                  const qkv_tensor *pad, qkv_tensor **weights) {
-    qkv_nn_mha_opts o = {.key_padding = pad, .weights = weights};
-    return qkv_dropout(ctx, qkv_nn_mha_forward(ctx, &l->self_attn, q, kv, kv, &o), l->cfg.dropout);
-}
-
-/* The first n_q positions of x [B, T, d] (a view when n_q < T). */
-static qkv_tensor *first(qkv_ctx *ctx, qkv_tensor *x, int64_t n_q) {
-    return x && n_q < x->shape[1] ? qkv_slice(ctx, x, 1, 0, n_q, 1) : x;
-}
-
-/* One encoder block (torch.nn.TransformerEncoderLayer's math) that updates only the first n_q positions, all of
- * them attending to every position of x:
- *     pre-LN:   h = norm1(x);  y = x_q + attn(h_q, h);  y = y + ff(norm2(y))
- *     post-LN:  y = norm1(x_q + attn(x_q, x));          y = norm2(y + ff(y)) */
-static qkv_tensor *block(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x, int64_t n_q,
-                         const qkv_tensor *pad, qkv_tensor **weights) {
-    if (l->cfg.norm_first) {
-        qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
-        qkv_tensor *y = qkv_add(ctx, first(ctx, x, n_q), self_attention(ctx, l, first(ctx, h, n_q), h, pad, weights));
-        return qkv_add(ctx, y, feed_forward(ctx, l, qkv_nn_layer_norm_forward(ctx, &l->norm2, y)));
-    }
-    qkv_tensor *xq = first(ctx, x, n_q);
-    qkv_tensor *y = qkv_nn_layer_norm_forward(ctx, &l->norm1, qkv_add(ctx, xq, self_attention(ctx, l, xq, x, pad, weights)));
-    return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, y, feed_forward(ctx, l, y)));
-}
 
 qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                             qkv_tensor **weights) {
@@ -135,16 +97,13 @@ qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, co
                       qkv_shape_str(ids, s, sizeof s), (long long)m->cfg.max_len);
         return NULL;
     }
-    int64_t B = ids->shape[0], T = ids->shape[1], L = m->cfg.n_layers;
+    int64_t B = ids->shape[0], T = ids->shape[1];
     qkv_tensor *x = qkv_nn_posenc_forward(ctx, &m->pos, qkv_nn_embedding_forward(ctx, &m->embed, ids), 0);
-    for (int64_t i = 0; i < L; i++) {
-        /* Only position 0 reaches the classifier: the last block updates it alone unless maps are wanted. */
-        int64_t n_q = (i == L - 1 && !weights) ? 1 : T;
-        x = block(ctx, &m->layers[i], x, n_q, pad_mask, weights ? &weights[i] : NULL);
-    }
-    if (m->cfg.norm_first) x = qkv_nn_layer_norm_forward(ctx, &m->final_norm, x);
-    qkv_tensor *cls = qkv_reshape(ctx, first(ctx, x, 1), QKV_DIMS(B, m->cfg.d_model));
-    return qkv_nn_linear_forward(ctx, &m->classifier, cls);
+    /* Only position 0 reaches the classifier: the last block computes it alone unless maps are wanted. */
+    qkv_nn_attn_mask mask = {.key_padding = pad_mask};
+    x = qkv_nn_encoder_forward_queries(ctx, &m->encoder, x, weights ? T : 1, &mask, weights);
+    if (x && x->shape[1] > 1) x = qkv_slice(ctx, x, 1, 0, 1, 1);
+    return qkv_nn_linear_forward(ctx, &m->classifier, qkv_reshape(ctx, x, QKV_DIMS(B, m->cfg.d_model)));
 }
 
 qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
@@ -262,25 +221,6 @@ static qkv_model *tcls_create(const cJSON *cfg, const qkv_task_info *info, qkv_p
 
 static void tcls_free(qkv_model *m) { free(m); }
 
-/* The batch's mask is 1 at tokens; the attention wants non-zero at padding. */
-static qkv_tensor *padding_of(qkv_ctx *ctx, const qkv_tensor *mask) {
-    if (!mask) return NULL;
-    if (mask->ndim != 2 || (mask->dtype != QKV_F32 && mask->dtype != QKV_I32)) {
-        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask must be int32 or float32 [B, T]");
-        return NULL;
-    }
-    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_I32, 2, mask->shape);
-    if (!pad) return NULL;
-    int32_t *p = qkv_i32(pad);
-    for (int64_t b = 0; b < mask->shape[0]; b++)
-        for (int64_t t = 0; t < mask->shape[1]; t++) {
-            int64_t off = b * mask->stride[0] + t * mask->stride[1];
-            bool token = mask->dtype == QKV_F32 ? qkv_f32(mask)[off] != 0.0f : qkv_i32(mask)[off] != 0;
-            *p++ = !token;
-        }
-    return pad;
-}
-
 static bool check_batch(const qkv_batch *b) {
     if (!b || !b->ids) {
         qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no ids");
@@ -296,7 +236,7 @@ static bool check_batch(const qkv_batch *b) {
 
 static qkv_tensor *tcls_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
     if (!check_batch(b)) return NULL;
-    qkv_tensor *pad = padding_of(ctx, b->mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
     if (b->mask && !pad) return NULL;
     if (!maps) return qkv_tcls_forward(ctx, &m->net, b->ids, pad, NULL);
     int L = (int)m->net.cfg.n_layers;
@@ -316,7 +256,7 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
         qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no labels");
         return NULL;
     }
-    qkv_tensor *pad = padding_of(ctx, b->mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
     if (b->mask && !pad) return NULL;
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }

@@ -380,7 +380,7 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
         qkv_error_set(QKV_ERR_INVALID, "transformer_seq2seq: the batch needs src_ids and ids (decoder inputs)");
         return NULL;
     }
-    qkv_tensor *pad = s2s_pad_from_mask(ctx, b->src_mask);
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->src_mask);
     if (b->src_mask && !pad) return NULL;
     int nl = tm->m.tf.decoder.num_layers;
     /* Cross-attention maps come first (slot l = decoder layer l), so readers that only want the alignments need not

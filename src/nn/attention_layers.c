@@ -53,17 +53,17 @@ qkv_status qkv_nn_score_attention_init(qkv_nn_score_attention *a, qkv_params *pa
                                  SCORE_NAMES[kind], (long long)query_dim, (long long)key_dim);
         break;
     case QKV_SCORE_GENERAL:
-        if ((st = qkv__nn_join(name, sizeof name, prefix, "W"))) return st;
+        if ((st = qkv_params_join(name, sizeof name, prefix, "W"))) return st;
         if ((st = qkv_nn_linear_init(&a->w, params, name, key_dim, query_dim, false, rng))) return st;
         break;
     case QKV_SCORE_ADDITIVE:
-        if ((st = qkv__nn_join(name, sizeof name, prefix, "W1")) ||
+        if ((st = qkv_params_join(name, sizeof name, prefix, "W1")) ||
             (st = qkv_nn_linear_init(&a->w1, params, name, key_dim, attn_dim, bias, rng)))
             return st;
-        if ((st = qkv__nn_join(name, sizeof name, prefix, "W2")) ||
+        if ((st = qkv_params_join(name, sizeof name, prefix, "W2")) ||
             (st = qkv_nn_linear_init(&a->w2, params, name, query_dim, attn_dim, bias, rng)))
             return st;
-        if ((st = qkv__nn_join(name, sizeof name, prefix, "v")) ||
+        if ((st = qkv_params_join(name, sizeof name, prefix, "v")) ||
             (st = qkv_nn_linear_init(&a->v, params, name, attn_dim, 1, bias, rng)))
             return st;
         break;
@@ -188,11 +188,11 @@ qkv_status qkv_nn_mha_init(qkv_nn_mha *m, qkv_params *params, const char *prefix
     char name[NN_NAME_MAX];
     qkv_status st;
     if (c.separate_proj) {
-        if ((st = qkv__nn_join(name, sizeof name, prefix, "q_proj")) ||
+        if ((st = qkv_params_join(name, sizeof name, prefix, "q_proj")) ||
             (st = qkv_nn_linear_init(&m->q_proj, params, name, E, E, c.bias, rng)) ||
-            (st = qkv__nn_join(name, sizeof name, prefix, "k_proj")) ||
+            (st = qkv_params_join(name, sizeof name, prefix, "k_proj")) ||
             (st = qkv_nn_linear_init(&m->k_proj, params, name, c.kdim, E, c.bias, rng)) ||
-            (st = qkv__nn_join(name, sizeof name, prefix, "v_proj")) ||
+            (st = qkv_params_join(name, sizeof name, prefix, "v_proj")) ||
             (st = qkv_nn_linear_init(&m->v_proj, params, name, c.vdim, E, c.bias, rng)))
             return st;
     } else {
@@ -202,7 +202,7 @@ qkv_status qkv_nn_mha_init(qkv_nn_mha *m, qkv_params *params, const char *prefix
         if (c.bias && !(m->in_proj_bias = qkv_params_add(params, prefix, "in_proj_bias", QKV_DIMS(3 * E))))
             return qkv_last_status();
     }
-    if ((st = qkv__nn_join(name, sizeof name, prefix, "out_proj")) ||
+    if ((st = qkv_params_join(name, sizeof name, prefix, "out_proj")) ||
         (st = qkv_nn_linear_init(&m->out_proj, params, name, E, E, c.bias, rng)))
         return st;
     /* torch zeroes the output bias of its fused module (_reset_parameters); separate Linears keep theirs. */

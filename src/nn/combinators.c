@@ -356,6 +356,19 @@ static qkv_status log_softmax_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor *
 }
 qkv_layer *qkv_layer_log_softmax(void) { return leaf("LogSoftmax", NULL, log_softmax_fwd, 0, 1, 1); }
 
+static qkv_status rnn_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
+    return qkv_rnn_forward(ctx, s->state, in[0], NULL, NULL, NULL, &out[0], NULL, NULL);
+}
+qkv_layer *qkv_layer_rnn(qkv_params *params, const char *prefix, const qkv_rnn_config *cfg, qkv_rng *rng) {
+    if (!cfg) {
+        qkv_error_set(QKV_ERR_INVALID, "rnn layer: config is NULL");
+        return NULL;
+    }
+    const char *name = cfg->kind == QKV_RNN_GRU ? "GRU" : cfg->kind == QKV_RNN_LSTM ? "LSTM" : "RNN";
+    qkv_layer *l = leaf(name, prefix, rnn_fwd, sizeof(qkv_rnn), 1, 1);
+    return l ? leaf_done(l, qkv_rnn_init(l->state, params, prefix, cfg, rng)) : NULL;
+}
+
 static qkv_status encoder_block_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
     qkv_nn_attn_mask mask = {.key_padding = s->n_in == 2 ? in[1] : NULL};
     out[0] = qkv_nn_encoder_layer_forward(ctx, s->state, in[0], &mask, NULL);

@@ -1,4 +1,4 @@
-/* Masked mean pooling over time and L2 normalisation. */
+/* Padding masks (checked, or made from a batch's token mask), masked mean pooling over time, L2 normalisation. */
 #include <math.h>
 #include <string.h>
 
@@ -7,8 +7,8 @@
 #include "qkv/nn_layers.h"
 #include "qkv/ops.h"
 
-/* Reads a [B, T] padding mask (int32 or float32, any strides) as "is padded". */
-static bool pad_at(const qkv_tensor *m, int64_t b, int64_t t) {
+/* Reads a [B, T] mask (int32 or float32, any strides) as "is non-zero". */
+static bool nonzero_at(const qkv_tensor *m, int64_t b, int64_t t) {
     int64_t off = b * m->stride[0] + t * m->stride[1];
     return m->dtype == QKV_I32 ? qkv_i32(m)[off] != 0 : qkv_f32(m)[off] != 0.0f;
 }
@@ -22,6 +22,22 @@ bool qkv__nn_check_pad_mask(const char *what, const qkv_tensor *m, int64_t B, in
         return false;
     }
     return true;
+}
+
+qkv_tensor *qkv_nn_padding_of(qkv_ctx *ctx, const qkv_tensor *mask) {
+    if (!mask) return NULL;
+    if (mask->ndim != 2 || (mask->dtype != QKV_F32 && mask->dtype != QKV_I32)) {
+        char s[96];
+        qkv_error_set(QKV_ERR_INVALID, "token mask %s must be int32 or float32 [batch, time]",
+                      qkv_shape_str(mask, s, sizeof s));
+        return NULL;
+    }
+    qkv_tensor *pad = qkv_ctx_tensor(ctx, QKV_F32, 2, mask->shape);
+    if (!pad) return NULL;
+    float *p = qkv_f32(pad);
+    for (int64_t b = 0; b < mask->shape[0]; b++)
+        for (int64_t t = 0; t < mask->shape[1]; t++) *p++ = nonzero_at(mask, b, t) ? 0.0f : 1.0f;
+    return pad;
 }
 
 qkv_tensor *qkv_nn_masked_mean(qkv_ctx *ctx, qkv_tensor *x, const qkv_tensor *pad_mask) {
@@ -40,9 +56,9 @@ qkv_tensor *qkv_nn_masked_mean(qkv_ctx *ctx, qkv_tensor *x, const qkv_tensor *pa
     float *wp = qkv_f32(w);
     for (int64_t b = 0; b < B; b++) {
         int64_t count = 0;
-        for (int64_t t = 0; t < T; t++) count += !(pad_mask && pad_at(pad_mask, b, t));
+        for (int64_t t = 0; t < T; t++) count += !(pad_mask && nonzero_at(pad_mask, b, t));
         for (int64_t t = 0; t < T; t++)
-            wp[b * T + t] = (pad_mask && pad_at(pad_mask, b, t)) || !count ? 0.0f : 1.0f / (float)count;
+            wp[b * T + t] = (pad_mask && nonzero_at(pad_mask, b, t)) || !count ? 0.0f : 1.0f / (float)count;
     }
     return qkv_sum(ctx, qkv_mul(ctx, x, w), 1, false);
 }

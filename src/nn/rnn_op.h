@@ -2,7 +2,10 @@
 #ifndef QKV_NN_RNN_OP_H
 #define QKV_NN_RNN_OP_H
 
+#include "core/visibility.h"
 #include "qkv/rnn.h"
+
+QKV_INTERNAL_BEGIN
 
 /* One layer of a recurrent network over a whole padded batch, both directions, as one differentiable op.
  *   xp[d]    [B, T, G] contiguous: the input projections x W_ih^T + b_ih of direction d (G = gates * H)
@@ -19,4 +22,5 @@ static inline int qkv__rnn_gates(qkv_rnn_kind kind) {
     return kind == QKV_RNN_LSTM ? 4 : kind == QKV_RNN_GRU ? 3 : 1;
 }
 
+QKV_INTERNAL_END
 #endif

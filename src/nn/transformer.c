@@ -1,5 +1,6 @@
 /* Transformer encoder / decoder blocks and stacks, torch.nn.Transformer* semantics and state_dict names. Each
  * forward reads like torch's: x = norm(x + block(x)) post-norm, x = x + block(norm(x)) pre-norm. */
+#include <stdio.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -32,7 +33,7 @@ static qkv_status check_config(const char *prefix, const qkv_nn_block_config *cf
 static qkv_status add_mha(qkv_nn_mha *m, qkv_params *params, const char *prefix, const char *name,
                           const qkv_nn_block_config *cfg, qkv_rng *rng) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     if (st) return st;
     qkv_nn_mha_config mc = qkv_nn_mha_config_default(cfg->d_model, cfg->nhead);
     mc.dropout = cfg->dropout;
@@ -43,14 +44,14 @@ static qkv_status add_mha(qkv_nn_mha *m, qkv_params *params, const char *prefix,
 static qkv_status add_linear(qkv_nn_linear *l, qkv_params *params, const char *prefix, const char *name, int64_t in,
                              int64_t out, qkv_rng *rng) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     return st ? st : qkv_nn_linear_init(l, params, full, in, out, true, rng);
 }
 
 static qkv_status add_norm(qkv_nn_layer_norm *n, qkv_params *params, const char *prefix, const char *name,
                            int64_t dim, float eps) {
     char full[NN_NAME_MAX];
-    qkv_status st = qkv__nn_join(full, sizeof full, prefix, name);
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     return st ? st : qkv_nn_layer_norm_init(n, params, full, dim, eps > 0.0f ? eps : 1e-5f, true);
 }
 
@@ -93,19 +94,50 @@ qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params
     return QKV_OK;
 }
 
-qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
-                                         const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+/* The first n positions of x [B, T, d] (a view when n < T; x itself when n covers every position). */
+static qkv_tensor *first_rows(qkv_ctx *ctx, qkv_tensor *x, int64_t n) {
+    return x && x->ndim == 3 && n < x->shape[1] ? qkv_slice(ctx, x, 1, 0, n, 1) : x;
+}
+
+/* With xq the first n rows of x, every row attending to all of x:
+ *     pre-norm:   h = norm1(x);  y = xq + SA(hq, h);  y = y + FF(norm2(y))
+ *     post-norm:  y = norm1(xq + SA(xq, x));          y = norm2(y + FF(y))
+ * n = T is torch's layer exactly (no slice is made). */
+static qkv_tensor *encoder_block(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x, int64_t n,
+                                 const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
     if (!x) return NULL;
     const qkv_nn_block_config *c = &l->cfg;
     if (c->norm_first) {
         qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
-        x = qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, h, h, mask, weights));
+        x = qkv_add(ctx, first_rows(ctx, x, n), attn_block(ctx, c, &l->self_attn, first_rows(ctx, h, n), h, mask,
+                                                            weights));
         h = qkv_nn_layer_norm_forward(ctx, &l->norm2, x);
         return qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, h));
     }
+    qkv_tensor *xq = first_rows(ctx, x, n);
     x = qkv_nn_layer_norm_forward(ctx, &l->norm1,
-                                  qkv_add(ctx, x, attn_block(ctx, c, &l->self_attn, x, x, mask, weights)));
+                                  qkv_add(ctx, xq, attn_block(ctx, c, &l->self_attn, xq, x, mask, weights)));
     return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, x)));
+}
+
+qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                         const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    return x ? encoder_block(ctx, l, x, x->ndim == 3 ? x->shape[1] : 0, mask, weights) : NULL;
+}
+
+static bool check_queries(const char *what, const qkv_tensor *x, int64_t n_queries) {
+    if (x->ndim == 3 && n_queries >= 1 && n_queries <= x->shape[1]) return true;
+    char s[96];
+    qkv_error_set(QKV_ERR_INVALID, "%s: n_queries %lld must be in [1, T] for x %s [B, T, d]", what,
+                  (long long)n_queries, qkv_shape_str(x, s, sizeof s));
+    return false;
+}
+
+qkv_tensor *qkv_nn_encoder_layer_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,
+                                                 int64_t n_queries, const qkv_nn_attn_mask *mask,
+                                                 qkv_tensor **weights) {
+    if (!x || !check_queries("encoder layer forward", x, n_queries)) return NULL;
+    return encoder_block(ctx, l, x, n_queries, mask, weights);
 }
 
 /* ---- Decoder layer ----------------------------------------------------------------------------------------- */
@@ -169,7 +201,7 @@ qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char
     char name[NN_NAME_MAX], idx[32];
     for (int i = 0; !st && i < num_layers; i++) {
         snprintf(idx, sizeof idx, "layers.%d", i);
-        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+        if (!(st = qkv_params_join(name, sizeof name, prefix, idx)))
             st = qkv_nn_encoder_layer_init(&e->layers[i], params, name, cfg, rng);
     }
     if (!st && final_norm) st = add_norm(&e->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
@@ -181,13 +213,20 @@ qkv_status qkv_nn_encoder_init(qkv_nn_encoder *e, qkv_params *params, const char
 
 qkv_tensor *qkv_nn_encoder_forward(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x,
                                    const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
+    return x ? qkv_nn_encoder_forward_queries(ctx, e, x, x->ndim == 3 ? x->shape[1] : 0, mask, weights) : NULL;
+}
+
+qkv_tensor *qkv_nn_encoder_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder *e, qkv_tensor *x, int64_t n_queries,
+                                           const qkv_nn_attn_mask *mask, qkv_tensor **weights) {
     if (!x) return NULL;
     if (!e || e->num_layers < 1) {
         qkv_error_set(QKV_ERR_INVALID, "encoder forward: stack is not initialised");
         return NULL;
     }
+    if (x->ndim == 3 && !check_queries("encoder forward", x, n_queries)) return NULL;
     for (int i = 0; i < e->num_layers; i++)
-        x = qkv_nn_encoder_layer_forward(ctx, &e->layers[i], x, mask, weights ? &weights[i] : NULL);
+        x = encoder_block(ctx, &e->layers[i], x, i == e->num_layers - 1 ? n_queries : x ? x->shape[1] : 0, mask,
+                          weights ? &weights[i] : NULL);
     return e->final_norm ? qkv_nn_layer_norm_forward(ctx, &e->norm, x) : x;
 }
 
@@ -200,7 +239,7 @@ qkv_status qkv_nn_decoder_init(qkv_nn_decoder *d, qkv_params *params, const char
     char name[NN_NAME_MAX], idx[32];
     for (int i = 0; !st && i < num_layers; i++) {
         snprintf(idx, sizeof idx, "layers.%d", i);
-        if (!(st = qkv__nn_join(name, sizeof name, prefix, idx)))
+        if (!(st = qkv_params_join(name, sizeof name, prefix, idx)))
             st = qkv_nn_decoder_layer_init(&d->layers[i], params, name, cfg, rng);
     }
     if (!st && final_norm) st = add_norm(&d->norm, params, prefix, "norm", cfg->d_model, cfg->layer_norm_eps);
@@ -233,9 +272,9 @@ qkv_status qkv_nn_transformer_init(qkv_nn_transformer *t, qkv_params *params, co
     if (!t || !params) return qkv_error_set(QKV_ERR_INVALID, "transformer init: model or params is NULL");
     char name[NN_NAME_MAX];
     int first = qkv_params_count(params);
-    qkv_status st = qkv__nn_join(name, sizeof name, prefix, "encoder");
+    qkv_status st = qkv_params_join(name, sizeof name, prefix, "encoder");
     if (!st) st = qkv_nn_encoder_init(&t->encoder, params, name, cfg, num_encoder_layers, true, rng);
-    if (!st) st = qkv__nn_join(name, sizeof name, prefix, "decoder");
+    if (!st) st = qkv_params_join(name, sizeof name, prefix, "decoder");
     if (!st) st = qkv_nn_decoder_init(&t->decoder, params, name, cfg, num_decoder_layers, true, rng);
     /* torch.nn.Transformer._reset_parameters: xavier_uniform on every parameter of rank > 1. */
     for (int i = first; !st && i < qkv_params_count(params); i++) {

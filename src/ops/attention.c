@@ -1,6 +1,6 @@
-/* Scaled dot-product attention: the public entry points, input validation, masks and dropout shared by both
- * paths, the materialising path (full [B, H, Tq, Tk] scores through cblas_sgemm) and the autograd glue. The
- * fused kernels live in attention_fused.c.
+/* Scaled dot-product attention: the public entry points, input validation, masks, the materialising path (full
+ * [B, H, Tq, Tk] scores through cblas_sgemm) and the autograd glue. The fused kernels live in attention_fused.c,
+ * the plan both paths read (masks, dropout) in attention_plan.c.
  *
  * Materialising backward, with P the softmax, Pd = P * keep (the dropped weights actually multiplied into V):
  *     dV = Pd^T dO,  dPd = dO V^T,  dS = Pd dPd - P rowsum(Pd dPd),  dQ = s dS K,  dK = s dS^T Q
@@ -11,27 +11,11 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "ops/attention_internal.h"
+#include "ops/attention_fused.h"
 #include "qkv/attention.h"
 #include "qkv/rng.h"
 
 qkv_sdpa_opts qkv_sdpa_defaults(void) { return (qkv_sdpa_opts){0}; }
-
-void qkv__sdpa_keep(const sdpa_plan *p, int64_t bh, int64_t i, int64_t j0, int64_t n, float *mult) {
-    const float keep = 1.0f / (1.0f - p->dropout);
-    uint64_t idx = (uint64_t)((bh * p->Tq + i) * p->Tk + j0);
-    uint32_t r[4];
-    uint64_t block = UINT64_MAX;
-    for (int64_t j = 0; j < n; j++, idx++) {
-        /* Same draw as qkv_rng_uniform_at(seed, base, idx), one Philox block per four elements. */
-        if (idx / 4 != block) {
-            block = idx / 4;
-            qkv_philox4x32(p->seed, p->base + block, r);
-        }
-        float u = (float)(r[idx % 4] >> 8) * (1.0f / 16777216.0f);
-        mult[j] = u >= p->dropout ? keep : 0.0f;
-    }
-}
 
 /* ---- validation and the plan -------------------------------------------------------------------------------- */
 

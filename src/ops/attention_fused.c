@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "ops/attention_internal.h"
+#include "ops/attention_fused.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/error.h"
+
+QKV_INTERNAL_BEGIN
 
 /* Byte string -> int32 map. Keys are copied into one arena and kept in insertion order (entry i), so a
  * vocabulary is simply a strmap whose value is the entry index. */
@@ -85,4 +88,5 @@ void qkv__pretok_free(qkv__pretok *p);
 typedef qkv_status (*qkv__pretok_fn)(void *ctx, size_t start, size_t end);
 qkv_status qkv__pretok_run(qkv__pretok *p, const char *text, size_t len, qkv__pretok_fn fn, void *ctx);
 
+QKV_INTERNAL_END
 #endif

@@ -10,7 +10,7 @@
 #include "qkv/rng.h"
 #include "train_internal.h"
 
-void batch_plan_free(batch_plan *p) {
+void qkv__batch_plan_free(batch_plan *p) {
     free(p->order);
     free(p->starts);
     memset(p, 0, sizeof *p);
@@ -35,9 +35,9 @@ static int cmp_keyed(const void *a, const void *b) {
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffled, bool bucket, uint64_t seed,
-                            uint64_t epoch) {
-    batch_plan_free(p);
+qkv_status qkv__batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffled, bool bucket,
+                                 uint64_t seed, uint64_t epoch) {
+    qkv__batch_plan_free(p);
     int64_t n = s->n, nb = (n + batch - 1) / batch;
     p->order = malloc(sizeof *p->order * (size_t)(n ? n : 1));
     p->starts = malloc(sizeof *p->starts * (size_t)(nb + 1));
@@ -48,7 +48,7 @@ qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool s
         free(border);
         free(k);
         free(tmp);
-        batch_plan_free(p);
+        qkv__batch_plan_free(p);
         return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     }
     qkv_rng rng = {.seed = seed, .counter = epoch << 32};
@@ -88,8 +88,8 @@ qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool s
     return QKV_OK;
 }
 
-qkv_status batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B, qkv_batch *b,
-                      int64_t *tokens) {
+qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B, qkv_batch *b,
+                           int64_t *tokens) {
     memset(b, 0, sizeof *b);
     int64_t T = 1, S = 1, real = 0;
     for (int64_t i = 0; i < B; i++) {

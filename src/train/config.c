@@ -101,7 +101,7 @@ static qkv_status check_settings(const void *p) {
     if (total == 0) total = (double)c->train.steps;
     if (qkv_schedule_parse(&s, c->train.schedule.spec, c->train.optimizer.lr, (double)c->train.schedule.warmup_steps,
                            total, c->train.schedule.min_ratio, c->train.schedule.d_model) != QKV_OK)
-        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
     return QKV_OK;
 }
 
@@ -318,7 +318,7 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(user, "model");
     if (!model) {
         qkv_model_type_find("");
-        qkv_error_set(QKV_ERR_INVALID, "model: required (an object with \"type\"; %s)", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model: required (an object with \"type\"; %s)", qkv_last_error());
         return NULL;
     }
     if (!cJSON_IsObject(model)) {
@@ -328,12 +328,12 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
     const cJSON *tname = cJSON_GetObjectItemCaseSensitive(model, "type");
     if (!cJSON_IsString(tname)) {
         qkv_model_type_find("");
-        qkv_error_set(QKV_ERR_INVALID, "model.type: required, a string (%s)", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model.type: required, a string (%s)", qkv_last_error());
         return NULL;
     }
     const qkv_model_type *type = qkv_model_type_find(tname->valuestring);
     if (!type) {
-        qkv_error_set(QKV_ERR_INVALID, "model.type: %s", train_last_error());
+        qkv_error_set(QKV_ERR_INVALID, "model.type: %s", qkv_last_error());
         return NULL;
     }
     cJSON *cfg = qkv_config_defaults(type);

@@ -44,7 +44,7 @@ static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
     while (len < n && ids[len] != t->tgt_eos) len++;
     if (t->tok == TOK_BPE) {
         char *text = NULL;
-        return task_decode_target(t, ids, (size_t)len, &text) == QKV_OK ? text : NULL;
+        return qkv__task_decode_target(t, ids, (size_t)len, &text) == QKV_OK ? text : NULL;
     }
     return join_tokens(t->tgt_vocab ? t->tgt_vocab : t->vocab, ids, len);
 }
@@ -86,7 +86,7 @@ static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, i
     return st;
 }
 
-qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu) {
+qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu) {
     const task *t = &r->task;
     if (t->kind != TASK_SEQ2SEQ || (!t->vocab && !t->bpe)) return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU needs seq2seq data");
     int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;

@@ -40,7 +40,7 @@ qkv_status qkv_run_explain(qkv_run *r, const char *text, qkv_run_explanation *ou
     memset(out, 0, sizeof *out);
     out->probability = -1;
     split s = {0};
-    qkv_status st = task_encode_text(&r->task, text, &s);
+    qkv_status st = qkv__task_encode_text(&r->task, text, &s);
     if (st) return st;
     bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
     qkv_ctx_reset(r->ctx);
@@ -49,7 +49,7 @@ qkv_status qkv_run_explain(qkv_run *r, const char *text, qkv_run_explanation *ou
     qkv_attention_maps maps;
     memset(&maps, 0, sizeof maps);
     qkv_tensor *y = NULL;
-    if ((st = batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL)) == QKV_OK) {
+    if ((st = qkv__batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL)) == QKV_OK) {
         y = r->type->forward(r->ctx, r->model, &b, &maps);
         if (!y) st = qkv_last_status();
     }
@@ -91,7 +91,7 @@ qkv_status qkv_run_explain(qkv_run *r, const char *text, qkv_run_explanation *ou
     qkv_ctx_set_grad(r->ctx, g);
     qkv_ctx_set_training(r->ctx, tr);
     qkv_ctx_reset(r->ctx);
-    split_free(&s);
+    qkv__split_free(&s);
     if (st) qkv_run_explanation_free(out);
     return st;
 }

@@ -202,7 +202,7 @@ static qkv_status checkpoint(loop_ctx *L) {
 static qkv_status eval_dev(loop_ctx *L, bool *stop) {
     qkv_run *r = L->r;
     double t_start = now();
-    cJSON *m = run_evaluate(r, &r->dev, r->set.eval.max_batches);
+    cJSON *m = qkv__run_evaluate(r, &r->dev, r->set.eval.max_batches);
     if (!m) return qkv_last_status();
     double v = cJSON_GetNumberValue(cJSON_GetObjectItem(m, L->metric));
     bool better = isnan(r->loop.best) || (L->maximise ? v > r->loop.best : v < r->loop.best);
@@ -299,8 +299,8 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     bool shuffle = r->set.data.shuffle, bucket = r->set.data.bucket;
     for (int tries = 0; tries < 2; tries++) {
         if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
-            qkv_status st = batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
-                                             r->state.data_epoch);
+            qkv_status st = qkv__batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
+                                                  r->state.data_epoch);
             if (st) return st;
             r->plan_valid = true;
             r->plan_epoch = r->state.data_epoch;
@@ -380,11 +380,11 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         qkv_ctx_set_training(r->ctx, true);
         qkv_ctx_set_grad(r->ctx, true);
         qkv_batch b;
-        st = batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
+        st = qkv__batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
         qkv_tensor *loss_t = st == QKV_OK ? r->type->loss(r->ctx, r->model, &b) : NULL;
         if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
             st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
-                               r->state.step + 1, train_last_error());
+                               r->state.step + 1, qkv_last_error());
             break;
         }
         r->state.data_pos++;

@@ -49,7 +49,7 @@ static qkv_status read_options(const qkv_run *r, options *o) {
     return QKV_OK;
 }
 
-qkv_status run_pretrained_check(const qkv_run *r) {
+qkv_status qkv__run_pretrained_check(const qkv_run *r) {
     options o;
     return read_options(r, &o);
 }
@@ -125,7 +125,7 @@ static int64_t copy_rows(const task *t, const qkv_vectors *v, const options *o, 
     return found;
 }
 
-qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
+qkv_status qkv__run_pretrained_init(qkv_run *r, bool fresh) {
     options o = {0};
     qkv_status st = read_options(r, &o);
     if (st || (!o.path && !o.frozen)) return st;
@@ -139,7 +139,7 @@ qkv_status run_pretrained_init(qkv_run *r, bool fresh) {
                              "(pre-tokenised shards)");
     qkv_vectors *v = NULL;
     if (o.path && fresh && !(v = qkv_vectors_load(o.path, o.format)))
-        return qkv_error_set(qkv_last_status(), "embeddings.pretrained: %s", train_last_error());
+        return qkv_error_set(qkv_last_status(), "embeddings.pretrained: %s", qkv_last_error());
     int matched = 0;
     for (const qkv_model_embedding *e = list; st == QKV_OK && e->param; e++) {
         qkv_tensor *w = qkv_params_find(r->params, e->param);

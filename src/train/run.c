@@ -14,13 +14,6 @@
 #include "qkv/safetensors.h"
 #include "train_internal.h"
 
-
-const char *train_last_error(void) {
-    static _Thread_local char buf[1024];
-    snprintf(buf, sizeof buf, "%s", qkv_last_error());
-    return buf;
-}
-
 static char *path_in(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -29,7 +22,7 @@ static char *path_in(const char *dir, const char *name) {
     return p;
 }
 
-long run_newest_checkpoint(const char *dir) {
+long qkv__run_newest_checkpoint(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return -1;
     long best = -1;
@@ -80,7 +73,7 @@ static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
 static qkv_status build_model(qkv_run *r) {
     uint64_t seed = (uint64_t)r->set.seed;
     qkv_task_info info;
-    task_info(&r->task, &info);
+    qkv__task_info(&r->task, &info);
     qkv_rng init;
     qkv_rng_init(&init, seed);
     r->params = qkv_params_new();
@@ -119,7 +112,7 @@ static qkv_status build_optimiser(qkv_run *r) {
     if (qkv_schedule_parse(&r->sched, c->train.schedule.spec, c->train.optimizer.lr,
                            (double)c->train.schedule.warmup_steps, total, c->train.schedule.min_ratio,
                            c->train.schedule.d_model) != QKV_OK)
-        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", train_last_error());
+        return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
     return QKV_OK;
 }
 
@@ -159,7 +152,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     qkv_status st = QKV_OK;
     if (mkdir(dir, 0777) && errno != EEXIST)
         st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, strerror(errno));
-    long newest = run_newest_checkpoint(dir);
+    long newest = qkv__run_newest_checkpoint(dir);
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
                            "directory)", dir);
@@ -171,18 +164,18 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (st == QKV_OK) st = write_text(cfg_path, pretty);
     free(cfg_path);
     free(pretty);
-    if (st == QKV_OK) st = run_pretrained_check(r);
-    if (st == QKV_OK) st = task_prepare(&r->task, r->cfg, type->task, dir, !resume);
-    if (st == QKV_OK) st = task_load(&r->task, r->set.data.train, &r->train);
+    if (st == QKV_OK) st = qkv__run_pretrained_check(r);
+    if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
+    if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
     if (st == QKV_OK) r->have_train = true;
     const char *dev = r->set.data.dev;
     if (st == QKV_OK && *dev) {
-        st = task_load(&r->task, dev, &r->dev);
+        st = qkv__task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
     }
     if (st == QKV_OK) st = build_model(r);
     /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
-    if (st == QKV_OK) st = run_pretrained_init(r, !resume);
+    if (st == QKV_OK) st = qkv__run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
     if (st == QKV_OK && resume) {
         char name[64];
@@ -215,7 +208,7 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
     cJSON_Delete(resolved);
     if (!r) return NULL;
     r->type = type;
-    qkv_status st = task_prepare(&r->task, r->cfg, type->task, dir, false);
+    qkv_status st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, false);
     if (st == QKV_OK) st = build_model(r);
     char *ck = NULL;
     if (st == QKV_OK) {
@@ -226,7 +219,7 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
             struct stat sb;
             if (ck && stat(ck, &sb) != 0) {
                 free(ck);
-                long newest = run_newest_checkpoint(dir);
+                long newest = qkv__run_newest_checkpoint(dir);
                 char name[64];
                 snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
                 ck = newest >= 0 ? path_in(dir, name) : NULL;
@@ -244,7 +237,7 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
         bool has_state = f && qkv_st_metadata(f, "qkv.step");
         qkv_st_close(f);
         if (has_state || qkv_checkpoint_load(ck, r->params, NULL, NULL, NULL) != QKV_OK)
-            st = qkv_error_set(has_state ? first_st : qkv_last_status(), "%s", has_state ? first : train_last_error());
+            st = qkv_error_set(has_state ? first_st : qkv_last_status(), "%s", has_state ? first : qkv_last_error());
     }
     free(ck);
     if (st != QKV_OK) {
@@ -260,10 +253,10 @@ void qkv_run_free(qkv_run *r) {
     qkv_optim_free(r->opt);
     qkv_params_free(r->params);
     qkv_ctx_free(r->ctx);
-    task_free(&r->task);
-    split_free(&r->train);
-    split_free(&r->dev);
-    batch_plan_free(&r->plan);
+    qkv__task_free(&r->task);
+    qkv__split_free(&r->train);
+    qkv__split_free(&r->dev);
+    qkv__batch_plan_free(&r->plan);
     cJSON_Delete(r->cfg);
     cJSON_free(r->cfg_text);
     free(r->dir);
@@ -283,7 +276,7 @@ static int argmax(const float *x, int64_t n) {
     return best;
 }
 
-cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
+cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
     int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
     if (max_batches > 0 && max_batches < nb) nb = max_batches;
@@ -301,7 +294,7 @@ cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
         for (int64_t i = 0; i < count; i++) idx[i] = start + i;
         qkv_ctx_reset(r->ctx);
         qkv_batch batch;
-        st = batch_make(r->ctx, &r->task, s, idx, count, &batch, NULL);
+        st = qkv__batch_make(r->ctx, &r->task, s, idx, count, &batch, NULL);
         if (st != QKV_OK) break;
         if (classify) {
             qkv_tensor *lp = r->type->forward(r->ctx, r->model, &batch, NULL);
@@ -366,7 +359,7 @@ cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
             cJSON_AddNumberToObject(out, "tokens", (double)counted);
             double bleu = 0;
             if (r->task.kind == TASK_SEQ2SEQ && r->set.eval.bleu) {
-                st = run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
+                st = qkv__run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
             }
         }
@@ -396,9 +389,9 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
         }
     }
     split s;
-    if (task_load(&r->task, path, &s) != QKV_OK) return NULL;
-    cJSON *out = run_evaluate(r, &s, 0);
-    split_free(&s);
+    if (qkv__task_load(&r->task, path, &s) != QKV_OK) return NULL;
+    cJSON *out = qkv__run_evaluate(r, &s, 0);
+    qkv__split_free(&s);
     if (out) {
         cJSON_AddStringToObject(out, file ? "file" : "split", file ? file : split_name);
         cJSON_AddNumberToObject(out, "step", (double)r->state.step);
@@ -408,7 +401,7 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
 
 cJSON *qkv_run_predict(qkv_run *r, const char *text) {
     split s;
-    if (task_encode_text(&r->task, text, &s) != QKV_OK) return NULL;
+    if (qkv__task_encode_text(&r->task, text, &s) != QKV_OK) return NULL;
     cJSON *out = NULL;
     if (r->task.kind == TASK_CLASSIFY) {
         bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
@@ -416,7 +409,7 @@ cJSON *qkv_run_predict(qkv_run *r, const char *text) {
         int64_t idx = 0;
         qkv_batch b;
         qkv_tensor *lp = NULL;
-        if (batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL) == QKV_OK)
+        if (qkv__batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL) == QKV_OK)
             lp = r->type->forward(r->ctx, r->model, &b, NULL);
         if (lp) {
             int64_t C = lp->shape[lp->ndim - 1];
@@ -433,8 +426,8 @@ cJSON *qkv_run_predict(qkv_run *r, const char *text) {
         qkv_ctx_set_training(r->ctx, tr);
         qkv_ctx_reset(r->ctx);
     } else {
-        out = run_evaluate(r, &s, 0); /* lm: the text's own loss over its windows */
+        out = qkv__run_evaluate(r, &s, 0); /* lm: the text's own loss over its windows */
     }
-    split_free(&s);
+    qkv__split_free(&s);
     return out;
 }

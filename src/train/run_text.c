@@ -8,7 +8,7 @@
 qkv_model *qkv_run_model(qkv_run *r) { return r->model; }
 
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n) {
-    return task_encode_ids(&r->task, text, strlen(text), ids, n);
+    return qkv__task_encode_ids(&r->task, text, strlen(text), ids, n);
 }
 
 static qkv_status decode_with(const task *t, bool target, const int32_t *ids, size_t n, char **text);
@@ -18,7 +18,7 @@ qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text)
 }
 
 qkv_status qkv_run_decode_target(qkv_run *r, const int32_t *ids, size_t n, char **text) {
-    return task_decode_target(&r->task, ids, n, text);
+    return qkv__task_decode_target(&r->task, ids, n, text);
 }
 
 void qkv_run_target_ids(const qkv_run *r, int32_t *bos, int32_t *eos, int32_t *pad, int64_t *max_len) {
@@ -87,7 +87,7 @@ static qkv_status decode_bpe(const task *t, bool target, const int32_t *ids, siz
     return st;
 }
 
-qkv_status task_decode_target(const task *t, const int32_t *ids, size_t n, char **text) {
+qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text) {
     if (t->tok == TOK_BPE) return decode_bpe(t, true, ids, n, text);
     return decode_with(t, true, ids, n, text);
 }

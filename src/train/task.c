@@ -55,7 +55,7 @@ static example *ex_new(split *s) {
     return e;
 }
 
-void split_free(split *s) {
+void qkv__split_free(split *s) {
     free(s->pool);
     free(s->ex);
     memset(s, 0, sizeof *s);
@@ -106,7 +106,7 @@ static qkv_status encode(task *t, bool target, const char *text, size_t len, int
     return st;
 }
 
-qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
     return encode(t, false, text, len, ids, n);
 }
 
@@ -212,7 +212,7 @@ static qkv_status train_bpe(const qkv_run_settings *rs, const qkv_dataset *train
     if (st == QKV_OK)
         st = qkv_bpe_train(texts, lens, n, (size_t)rs->data.bpe_vocab_size,
                            rs->data.bpe_min_freq, specials, vocab_json, merges_txt);
-    if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", train_last_error());
+    if (st != QKV_OK) st = qkv_error_set(st, "data: training the BPE tokenizer: %s", qkv_last_error());
     free(texts);
     free(lens);
     return st;
@@ -272,7 +272,7 @@ static bool ends_with(const char *s, const char *suffix) {
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const char *dir, bool fresh) {
+qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, const char *dir, bool fresh) {
     memset(t, 0, sizeof *t);
     if (!strcmp(task_name, "classify"))
         t->kind = TASK_CLASSIFY;
@@ -390,7 +390,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
     return st;
 }
 
-void task_free(task *t) {
+void qkv__task_free(task *t) {
     qkv_vocab_free(t->vocab);
     qkv_vocab_free(t->tgt_vocab);
     qkv_bpe_free(t->bpe);
@@ -401,7 +401,7 @@ void task_free(task *t) {
     memset(t, 0, sizeof *t);
 }
 
-void task_info(const task *t, qkv_task_info *info) {
+void qkv__task_info(const task *t, qkv_task_info *info) {
     memset(info, 0, sizeof *info);
     info->vocab_size = t->vocab_size;
     info->tgt_vocab_size = t->tgt_vocab_size;
@@ -485,7 +485,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
     if (st != QKV_OK) {
         free(ids);
-        return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, train_last_error());
+        return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, qkv_last_error());
     }
     e->off = s->pool_n;
     int64_t room = t->max_len - (t->cls >= 0); /* the [CLS] counts towards max_len */
@@ -510,7 +510,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     return st;
 }
 
-qkv_status task_load(task *t, const char *path, split *s) {
+qkv_status qkv__task_load(task *t, const char *path, split *s) {
     memset(s, 0, sizeof *s);
     if (t->shard) return load_shard(t, path, s);
     qkv_dataset *d = read_rows(t, path);
@@ -520,11 +520,11 @@ qkv_status task_load(task *t, const char *path, split *s) {
     qkv_dataset_free(d);
     if (st == QKV_OK && t->kind == TASK_LM) st = lm_windows(t, s);
     if (st == QKV_OK && s->n == 0) st = qkv_error_set(QKV_ERR_FORMAT, "%s: no examples", path);
-    if (st != QKV_OK) split_free(s);
+    if (st != QKV_OK) qkv__split_free(s);
     return st;
 }
 
-qkv_status task_encode_text(task *t, const char *text, split *s) {
+qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
     if (t->kind == TASK_SEQ2SEQ || t->shard)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
@@ -540,6 +540,6 @@ qkv_status task_encode_text(task *t, const char *text, split *s) {
     qkv_status st = add_row(t, "<input>", &row, s);
     if (st == QKV_OK && t->kind == TASK_LM) st = lm_windows(t, s);
     if (st == QKV_OK && s->n == 0) st = qkv_error_set(QKV_ERR_INVALID, "the text is too short to score");
-    if (st != QKV_OK) split_free(s);
+    if (st != QKV_OK) qkv__split_free(s);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/autograd.h"
 #include "qkv/config.h"
 #include "qkv/model.h"
@@ -13,6 +14,8 @@
 #include "qkv/schedule.h"
 #include "qkv/text.h"
 #include "qkv/train.h"
+
+QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
@@ -54,20 +57,20 @@ typedef struct task {
 
 /* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load
  * them from run_dir. */
-qkv_status task_prepare(task *t, const struct cJSON *cfg, const char *task_name, const char *run_dir, bool fresh);
-void task_free(task *t);
+qkv_status qkv__task_prepare(task *t, const struct cJSON *cfg, const char *task_name, const char *run_dir, bool fresh);
+void qkv__task_free(task *t);
 /* Reads and encodes a file in the task's format. */
-qkv_status task_load(task *t, const char *path, split *out);
+qkv_status qkv__task_load(task *t, const char *path, split *out);
 /* One text (classify, lm) as a split of one example (lm: one window over the whole text). */
-qkv_status task_encode_text(task *t, const char *text, split *out);
-void task_info(const task *t, qkv_task_info *info);
+qkv_status qkv__task_encode_text(task *t, const char *text, split *out);
+void qkv__task_info(const task *t, qkv_task_info *info);
 /* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
  * malloc'd (NULL when *n == 0). */
-qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
+qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
 /* Text of seq2seq target ids (*text malloc'd): <s>, </s> and <pad> skipped; word tokens joined by spaces, BPE
  * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
-qkv_status task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
-void split_free(split *s);
+qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
+void qkv__split_free(split *s);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
 typedef struct batch_plan {
@@ -75,12 +78,12 @@ typedef struct batch_plan {
     int64_t *starts; /* n_batches + 1 offsets into order */
     int64_t n_batches;
 } batch_plan;
-qkv_status batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffle, bool bucket, uint64_t seed,
-                            uint64_t epoch);
-void batch_plan_free(batch_plan *p);
+qkv_status qkv__batch_plan_build(batch_plan *p, const split *s, int64_t batch, bool shuffle, bool bucket, uint64_t seed,
+                                 uint64_t epoch);
+void qkv__batch_plan_free(batch_plan *p);
 /* Tensors in ctx for examples order[start .. start+count). *tokens receives the real (unpadded) token count. */
-qkv_status batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,
-                      int64_t *tokens);
+qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,
+                           int64_t *tokens);
 
 struct qkv_run {
     char *dir;
@@ -104,26 +107,23 @@ struct qkv_run {
     uint64_t data_seed;
 };
 
-/* qkv_last_error() copied, so a new message can quote the previous one (qkv_error_set rewrites the buffer while
- * formatting). Valid until the next call on this thread. */
-const char *train_last_error(void);
-
 /* Evaluates on a split: a JSON object of metrics (caller frees). max_batches 0 = all. */
-struct cJSON *run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
+struct cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches);
 /* Corpus BLEU (0..100) of greedy decodes of the first max_examples (0 = all) seq2seq examples against their
  * references: word runs as the tokenizer saw them (word tokens joined by spaces, whitespace-split); BPE runs as text
  * (decoded, so the reference is its line up to data.max_len tokens), tokenized with 13a as sacrebleu does. The decoder is the
  * model's teacher-forcing forward, re-run on a growing prefix: slow (quadratic) but works for any seq2seq model. */
-qkv_status run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu);
+qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, double *bleu);
 /* The run's "embeddings" option on its freshly built model (src/train/pretrained.c), before the optimiser exists.
  * fresh: copies the vector file's rows into every token embedding the model type declares
  * (qkv_model_type_embeddings), for each token found, and logs the coverage to log.jsonl (qkv train shows it); resuming
  * (fresh false) leaves the weights to the checkpoint. Either way embeddings.frozen makes those matrices require no
  * gradient, so the optimiser's parameter list matches the checkpoint's. */
-qkv_status run_pretrained_init(qkv_run *r, bool fresh);
+qkv_status qkv__run_pretrained_init(qkv_run *r, bool fresh);
 /* The "embeddings" object's values alone (types, one source of vectors), before anything is built. */
-qkv_status run_pretrained_check(const qkv_run *r);
+qkv_status qkv__run_pretrained_check(const qkv_run *r);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */
-long run_newest_checkpoint(const char *dir);
+long qkv__run_newest_checkpoint(const char *dir);
 
+QKV_INTERNAL_END
 #endif

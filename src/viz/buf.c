@@ -9,7 +9,7 @@
 
 #include "viz/viz_internal.h"
 
-void viz_buf_free(viz_buf *b) {
+void qkv__viz_buf_free(viz_buf *b) {
     free(b->data);
     *b = (viz_buf){0};
 }
@@ -36,9 +36,9 @@ static void put_n(viz_buf *b, const char *s, size_t n) {
     b->data[b->len] = '\0';
 }
 
-void viz_buf_put(viz_buf *b, const char *s) { put_n(b, s, strlen(s)); }
+void qkv__viz_buf_put(viz_buf *b, const char *s) { put_n(b, s, strlen(s)); }
 
-void viz_buf_printf(viz_buf *b, const char *fmt, ...) {
+void qkv__viz_buf_printf(viz_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -50,46 +50,46 @@ void viz_buf_printf(viz_buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-void viz_buf_json_str(viz_buf *b, const char *s) {
+void qkv__viz_buf_json_str(viz_buf *b, const char *s) {
     if (!s) {
-        viz_buf_put(b, "null");
+        qkv__viz_buf_put(b, "null");
         return;
     }
-    viz_buf_put(b, "\"");
+    qkv__viz_buf_put(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
             char e[3] = {'\\', (char)*p, 0};
-            viz_buf_put(b, e);
+            qkv__viz_buf_put(b, e);
         } else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&') {
-            viz_buf_printf(b, "\\u%04x", *p);
+            qkv__viz_buf_printf(b, "\\u%04x", *p);
         } else {
             put_n(b, (const char *)p, 1);
         }
     }
-    viz_buf_put(b, "\"");
+    qkv__viz_buf_put(b, "\"");
 }
 
-void viz_buf_xml(viz_buf *b, const char *s) {
+void qkv__viz_buf_xml(viz_buf *b, const char *s) {
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         switch (*p) {
-        case '<': viz_buf_put(b, "&lt;"); break;
-        case '>': viz_buf_put(b, "&gt;"); break;
-        case '&': viz_buf_put(b, "&amp;"); break;
-        case '"': viz_buf_put(b, "&quot;"); break;
-        case '\'': viz_buf_put(b, "&#39;"); break;
+        case '<': qkv__viz_buf_put(b, "&lt;"); break;
+        case '>': qkv__viz_buf_put(b, "&gt;"); break;
+        case '&': qkv__viz_buf_put(b, "&amp;"); break;
+        case '"': qkv__viz_buf_put(b, "&quot;"); break;
+        case '\'': qkv__viz_buf_put(b, "&#39;"); break;
         default:
-            if (*p < 0x20 && *p != '\t' && *p != '\n') viz_buf_put(b, " "); /* not allowed in XML 1.0 */
+            if (*p < 0x20 && *p != '\t' && *p != '\n') qkv__viz_buf_put(b, " "); /* not allowed in XML 1.0 */
             else put_n(b, (const char *)p, 1);
         }
     }
 }
 
-void viz_buf_num(viz_buf *b, double v) {
+void qkv__viz_buf_num(viz_buf *b, double v) {
     if (!isfinite(v) || fabs(v) < 1e-30) v = 0;
-    viz_buf_printf(b, "%.4g", v);
+    qkv__viz_buf_printf(b, "%.4g", v);
 }
 
-qkv_status viz_buf_save(const viz_buf *b, const char *path) {
+qkv_status qkv__viz_buf_save(const viz_buf *b, const char *path) {
     if (b->oom) return qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory building %s", path ? path : "(null)");
     if (!path || !*path) return qkv_error_set(QKV_ERR_INVALID, "viewer: no output path");
     size_t n = strlen(path) + 32;
@@ -114,7 +114,7 @@ qkv_status viz_buf_save(const viz_buf *b, const char *path) {
     return QKV_OK;
 }
 
-qkv_status viz_check_map(const qkv_viz_map *m, const char *where) {
+qkv_status qkv__viz_check_map(const qkv_viz_map *m, const char *where) {
     if (!m) return qkv_error_set(QKV_ERR_INVALID, "viewer: %s: map is NULL", where);
     if (m->n_heads < 1 || m->n_rows < 1 || m->n_cols < 1)
         return qkv_error_set(QKV_ERR_INVALID, "viewer: %s: %d heads x %d rows x %d columns (each must be >= 1)", where,

@@ -111,7 +111,7 @@ static qkv_status check_example(const qkv_viz_example *ex, int n) {
     for (int k = 0; k < ex->n_maps; k++) {
         const qkv_viz_map *m = &ex->maps[k];
         snprintf(where, sizeof where, "example %d map %d", n, k);
-        qkv_status st = viz_check_map(m, where);
+        qkv_status st = qkv__viz_check_map(m, where);
         if (st) return st;
         if (m->highlight && ex->highlight_row >= 0 && (m->n_cols != ex->n_tokens || ex->highlight_row >= m->n_rows))
             return qkv_error_set(QKV_ERR_INVALID,
@@ -123,71 +123,71 @@ static qkv_status check_example(const qkv_viz_example *ex, int n) {
 }
 
 static void put_labels(viz_buf *b, int n, const char *const *labels) {
-    viz_buf_put(b, "[");
+    qkv__viz_buf_put(b, "[");
     for (int i = 0; i < n; i++) {
-        if (i) viz_buf_put(b, ",");
-        viz_buf_json_str(b, labels[i]);
+        if (i) qkv__viz_buf_put(b, ",");
+        qkv__viz_buf_json_str(b, labels[i]);
     }
-    viz_buf_put(b, "]");
+    qkv__viz_buf_put(b, "]");
 }
 
 static void put_map(viz_buf *b, const qkv_viz_map *m, int k) {
     char name[32];
     snprintf(name, sizeof name, "map %d", k + 1);
-    viz_buf_put(b, "{\"name\":");
-    viz_buf_json_str(b, m->name ? m->name : name);
-    viz_buf_put(b, ",\"kind\":");
-    viz_buf_json_str(b, m->kind ? m->kind : "self");
-    viz_buf_printf(b, ",\"heads\":%d,\"highlight\":%s,\"rows\":", m->n_heads, m->highlight ? "true" : "false");
+    qkv__viz_buf_put(b, "{\"name\":");
+    qkv__viz_buf_json_str(b, m->name ? m->name : name);
+    qkv__viz_buf_put(b, ",\"kind\":");
+    qkv__viz_buf_json_str(b, m->kind ? m->kind : "self");
+    qkv__viz_buf_printf(b, ",\"heads\":%d,\"highlight\":%s,\"rows\":", m->n_heads, m->highlight ? "true" : "false");
     put_labels(b, m->n_rows, m->row_labels);
-    viz_buf_put(b, ",\"cols\":");
+    qkv__viz_buf_put(b, ",\"cols\":");
     put_labels(b, m->n_cols, viz_cols(m));
-    viz_buf_put(b, ",\"w\":[");
+    qkv__viz_buf_put(b, ",\"w\":[");
     long long n = (long long)m->n_heads * m->n_rows * m->n_cols;
     for (long long i = 0; i < n; i++) {
-        if (i) viz_buf_put(b, ",");
-        viz_buf_num(b, m->weights[i]);
+        if (i) qkv__viz_buf_put(b, ",");
+        qkv__viz_buf_num(b, m->weights[i]);
     }
-    viz_buf_put(b, "]}");
+    qkv__viz_buf_put(b, "]}");
 }
 
 static void put_example(viz_buf *b, const qkv_viz_example *ex) {
-    viz_buf_put(b, "{\"title\":");
-    viz_buf_json_str(b, ex->title);
-    viz_buf_put(b, ",\"tokens\":");
+    qkv__viz_buf_put(b, "{\"title\":");
+    qkv__viz_buf_json_str(b, ex->title);
+    qkv__viz_buf_put(b, ",\"tokens\":");
     put_labels(b, ex->n_tokens, ex->tokens);
-    viz_buf_printf(b, ",\"highlight_row\":%d,\"prediction\":", ex->highlight_row < 0 ? -1 : ex->highlight_row);
-    viz_buf_json_str(b, ex->prediction);
-    viz_buf_put(b, ",\"probability\":");
-    viz_buf_num(b, ex->probability >= 0 ? ex->probability : -1);
-    viz_buf_put(b, ",\"truth\":");
-    viz_buf_json_str(b, ex->truth);
-    viz_buf_put(b, ",\"maps\":[");
+    qkv__viz_buf_printf(b, ",\"highlight_row\":%d,\"prediction\":", ex->highlight_row < 0 ? -1 : ex->highlight_row);
+    qkv__viz_buf_json_str(b, ex->prediction);
+    qkv__viz_buf_put(b, ",\"probability\":");
+    qkv__viz_buf_num(b, ex->probability >= 0 ? ex->probability : -1);
+    qkv__viz_buf_put(b, ",\"truth\":");
+    qkv__viz_buf_json_str(b, ex->truth);
+    qkv__viz_buf_put(b, ",\"maps\":[");
     for (int k = 0; k < ex->n_maps; k++) {
-        if (k) viz_buf_put(b, ",");
+        if (k) qkv__viz_buf_put(b, ",");
         put_map(b, &ex->maps[k], k);
     }
-    viz_buf_put(b, "]}");
+    qkv__viz_buf_put(b, "]}");
 }
 
 static void put_curve(viz_buf *b, const qkv_viz_curve *c) {
-    viz_buf_put(b, "{\"chart\":");
-    viz_buf_json_str(b, c->chart ? c->chart : "curves");
-    viz_buf_put(b, ",\"name\":");
-    viz_buf_json_str(b, c->name ? c->name : "");
+    qkv__viz_buf_put(b, "{\"chart\":");
+    qkv__viz_buf_json_str(b, c->chart ? c->chart : "curves");
+    qkv__viz_buf_put(b, ",\"name\":");
+    qkv__viz_buf_json_str(b, c->name ? c->name : "");
     /* JSON has no NaN: a skipped point is written as null (the script treats it as non-finite). */
     for (int axis = 0; axis < 2; axis++) {
         const double *v = axis ? c->y : c->x;
-        viz_buf_put(b, axis ? ",\"y\":[" : ",\"x\":[");
+        qkv__viz_buf_put(b, axis ? ",\"y\":[" : ",\"x\":[");
         for (int i = 0; i < c->n; i++) {
-            if (i) viz_buf_put(b, ",");
+            if (i) qkv__viz_buf_put(b, ",");
             bool ok = v[i] == v[i] && v[i] - v[i] == 0; /* finite */
-            if (ok) viz_buf_printf(b, "%.6g", v[i]);
-            else viz_buf_put(b, "null");
+            if (ok) qkv__viz_buf_printf(b, "%.6g", v[i]);
+            else qkv__viz_buf_put(b, "null");
         }
-        viz_buf_put(b, "]");
+        qkv__viz_buf_put(b, "]");
     }
-    viz_buf_put(b, "}");
+    qkv__viz_buf_put(b, "}");
 }
 
 qkv_status qkv_viz_write_html(const char *path, const qkv_viz_page *page) {
@@ -207,31 +207,31 @@ qkv_status qkv_viz_write_html(const char *path, const qkv_viz_page *page) {
     }
     const char *title = page->title ? page->title : "qkv attention viewer";
     viz_buf b = {0};
-    viz_buf_put(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
-    viz_buf_xml(&b, title);
-    viz_buf_put(&b, "</title>\n<style>");
-    viz_buf_put(&b, page_css);
-    viz_buf_put(&b, "</style></head>\n<body>\n<h1 id=\"title\"></h1><p class=\"sub\" id=\"subtitle\"></p>\n"
+    qkv__viz_buf_put(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
+    qkv__viz_buf_xml(&b, title);
+    qkv__viz_buf_put(&b, "</title>\n<style>");
+    qkv__viz_buf_put(&b, page_css);
+    qkv__viz_buf_put(&b, "</style></head>\n<body>\n<h1 id=\"title\"></h1><p class=\"sub\" id=\"subtitle\"></p>\n"
                     "<div class=\"charts\" id=\"curves\"></div>\n<div id=\"examples\"></div>\n"
                     "<noscript>This page draws its content with JavaScript.</noscript>\n"
                     "<script type=\"application/json\" id=\"qkv-data\">{\"title\":");
-    viz_buf_json_str(&b, title);
-    viz_buf_put(&b, ",\"subtitle\":");
-    viz_buf_json_str(&b, page->subtitle);
-    viz_buf_put(&b, ",\"curves\":[");
+    qkv__viz_buf_json_str(&b, title);
+    qkv__viz_buf_put(&b, ",\"subtitle\":");
+    qkv__viz_buf_json_str(&b, page->subtitle);
+    qkv__viz_buf_put(&b, ",\"curves\":[");
     for (int i = 0; i < page->n_curves; i++) {
-        if (i) viz_buf_put(&b, ",");
+        if (i) qkv__viz_buf_put(&b, ",");
         put_curve(&b, &page->curves[i]);
     }
-    viz_buf_put(&b, "],\n\"examples\":[");
+    qkv__viz_buf_put(&b, "],\n\"examples\":[");
     for (int i = 0; i < page->n_examples; i++) {
-        viz_buf_put(&b, i ? ",\n" : "");
+        qkv__viz_buf_put(&b, i ? ",\n" : "");
         put_example(&b, &page->examples[i]);
     }
-    viz_buf_put(&b, "]}</script>\n<script>\n");
-    viz_buf_put(&b, page_js);
-    viz_buf_put(&b, "</script>\n</body></html>\n");
-    qkv_status st = viz_buf_save(&b, path);
-    viz_buf_free(&b);
+    qkv__viz_buf_put(&b, "]}</script>\n<script>\n");
+    qkv__viz_buf_put(&b, page_js);
+    qkv__viz_buf_put(&b, "</script>\n</body></html>\n");
+    qkv_status st = qkv__viz_buf_save(&b, path);
+    qkv__viz_buf_free(&b);
     return st;
 }

@@ -1,12 +1,16 @@
-/* Shared between the attention front end (attention.c: validation, masks, dropout, the materialising path,
- * autograd) and the fused flash-style kernels (attention_fused.c). Not installed. */
-#ifndef QKV_OPS_ATTENTION_INTERNAL_H
-#define QKV_OPS_ATTENTION_INTERNAL_H
+/* One attention call as its kernels see it: the plan fixed at forward time, the operands read in place, and the
+ * two questions both paths (attention.c's materialising path, attention_fused.c's kernels) ask of it: which keys
+ * a query sees, which weights dropout keeps (attention_plan.c). Not installed. */
+#ifndef QKV_OPS_ATTENTION_PLAN_H
+#define QKV_OPS_ATTENTION_PLAN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "qkv/attention.h"
+
+QKV_INTERNAL_BEGIN
 
 /* Everything a kernel needs to know about one call, fixed at forward time and reused by backward. */
 typedef struct sdpa_plan {
@@ -34,16 +38,5 @@ typedef struct sdpa_rows {
     int64_t sb, sh, st;
 } sdpa_rows;
 
-/* Fused forward: writes out [B*H, Tq, Dv] (contiguous) and, when lse is not NULL, the base-2 log-sum-exp of each
- * row's scaled scores [B*H, Tq] (+inf for a fully masked row). Scratch comes from ctx. */
-qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                   const sdpa_rows *v, float *out, float *lse);
-
-/* Fused backward: adds the gradients into dq, dk, dv (contiguous [B*H, T, D] / [B*H, Tk, Dv]; any may be NULL to
- * skip it; they may be the same buffer when one tensor was passed twice). out, dout [B*H, Tq, Dv] contiguous and
- * lse as written by the forward. */
-qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                    const sdpa_rows *v, const float *out, const float *dout, const float *lse,
-                                    float *dq, float *dk, float *dv);
-
+QKV_INTERNAL_END
 #endif
