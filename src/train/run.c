@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "qkv/config.h"
+#include "qkv/fsutil.h"
 #include "qkv/metrics.h"
 #include "qkv/safetensors.h"
 #include "train_internal.h"
@@ -44,12 +45,21 @@ long run_newest_checkpoint(const char *dir) {
     return best;
 }
 
-static qkv_status write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    bool bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
-    if (fclose(f) || bad) return qkv_error_set(QKV_ERR_IO, "%s: write error", path);
-    return QKV_OK;
+static qkv_status write_config(const char *dir, const cJSON *cfg) {
+    char *path = path_in(dir, "config.json");
+    char *pretty = qkv_config_print(cfg);
+    size_t n = pretty ? strlen(pretty) : 0;
+    char *text = pretty ? realloc(pretty, n + 2) : NULL;
+    qkv_status st = path && text ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (st == QKV_OK) {
+        text[n] = '\n';
+        st = qkv_fs_write_atomic(path, text, n + 1);
+    } else if (!text) {
+        free(pretty);
+    }
+    free(text);
+    free(path);
+    return st;
 }
 
 static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
@@ -155,20 +165,15 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (!r) return NULL;
     r->type = type;
     qkv_status st = QKV_OK;
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, strerror(errno));
+    if (qkv_fs_mkdirs(dir) != QKV_OK)
+        st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, train_last_error());
+    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir); /* left by writers that were killed mid-write */
     long newest = run_newest_checkpoint(dir);
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
                            "directory)", dir);
     if (st == QKV_OK && resume && newest < 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
-    char *cfg_path = path_in(dir, "config.json");
-    char *pretty = qkv_config_print(r->cfg);
-    if (st == QKV_OK && (!cfg_path || !pretty)) st = qkv_last_status();
-    if (st == QKV_OK) st = write_text(cfg_path, pretty);
-    free(cfg_path);
-    free(pretty);
     if (st == QKV_OK) st = run_pretrained_check(r->cfg);
     if (st == QKV_OK) st = task_prepare(&r->task, r->cfg, type->task, dir, !resume);
     if (st == QKV_OK) st = task_load(&r->task, qkv_config_str(r->cfg, "data.train", ""), &r->train);
@@ -192,6 +197,8 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
         free(p);
     }
+    /* Last, once every check passed: a failed command leaves the run's config as it was. */
+    if (st == QKV_OK) st = write_config(dir, r->cfg);
     if (st != QKV_OK) {
         qkv_run_free(r);
         return NULL;

@@ -173,6 +173,10 @@ static int tokenize_shard(int argc, char **argv) {
         return cli_error("tokenize", CLI_USAGE, "shard needs a tokenizer, -o OUT and input files");
     }
     size_t vocab = t.bpe ? qkv_bpe_vocab_size(t.bpe) : qkv_wordpiece_vocab_size(t.wp);
+    if (cli_prepare_out("tokenize", out, false)) {
+        tok_free(&t);
+        return CLI_INPUT;
+    }
     qkv_shard_writer *w = qkv_shard_writer_open(out, vocab);
     int rc = w ? CLI_OK : cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
     unsigned long long total = 0;
@@ -226,6 +230,7 @@ static int tokenize_train(int argc, char **argv) {
         }
     }
     if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
+    if (cli_prepare_out("tokenize", dir, true)) return CLI_INPUT;
     cli_lines *all[256];
     size_t total = 0;
     for (int f = 0; f < nf; f++) {

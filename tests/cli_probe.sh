@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Bad input a new (or unlucky) user gives qkv (issue 22): missing parent directories, a failed resume that must leave
+# the run as it was, temporary files of killed writers, readers pointed at directories and devices, absurd sizes in
+# configs and checkpoint metadata, conflicting flags. Every refusal is an exit code and a message naming the culprit.
+set -u
+QKV=${QKV_BIN:?QKV_BIN not set}
+SHARED=${QKV_SHARED:-}
+export QKV_THREADS=${QKV_THREADS:-1}
+T=$(mktemp -d /tmp/qkv_cli_probe.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0 skip=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+expect_rc() { # name expected-rc command...
+  local name=$1 want=$2; shift 2
+  "$@" >"$T/out" 2>&1; local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$name"
+  else bad "$name (exit $rc, wanted $want)"; sed 's/^/    /' "$T/out" | head -5; fi
+}
+expect_msg() { # name expected-rc regex command...
+  local name=$1 want=$2 re=$3; shift 3
+  "$@" >"$T/out" 2>&1; local rc=$?
+  if [ "$rc" = "$want" ] && grep -Eq -- "$re" "$T/out"; then ok "$name"
+  else bad "$name (exit $rc, wanted $want and /$re/)"; sed 's/^/    /' "$T/out" | head -5; fi
+}
+# Every file of a directory (names and contents), for "left exactly as it was".
+dirsum() { (cd "$1" && find . -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done) | md5sum; }
+# A PID that no process has: a child that has already been waited for.
+dead_pid() { sh -c 'exit 0' & local p=$!; wait "$p"; echo "$p"; }
+
+DATA=""
+if [ -n "$SHARED" ] && [ -f "$SHARED/data/sentiment/train.tsv" ]; then DATA=$SHARED/data/sentiment; fi
+# A small classifier config: 40 steps, checkpoints at 20 and 40.
+if [ -n "$DATA" ]; then
+  "$QKV" config show embmean | sed -e "s|\"train\":\t\"\"|\"train\": \"$DATA/train.tsv\"|" \
+    -e "s|\"dev\":\t\"\"|\"dev\": \"$DATA/dev.tsv\"|" -e 's|"steps":\t1000|"steps": 40|' \
+    -e 's|"checkpoint_every":\t100|"checkpoint_every": 20|' -e 's|"every":\t100|"every": 20|' >"$T/emb.json"
+fi
+
+# ---- 0: parent directories are created as mkdir -p does ------------------------------------------------------
+if [ -n "$DATA" ]; then
+  expect_rc "train --run creates missing parents" 0 "$QKV" train --config "$T/emb.json" --run "$T/runs/a/cls" --quiet
+  [ -f "$T/runs/a/cls/ckpt-40.safetensors" ] && ok "the nested run has its checkpoint" || bad "nested run checkpoint"
+  R=$T/runs/a/cls
+  expect_rc "viz -o creates missing parents" 0 "$QKV" viz --run "$R" -o "$T/out1/deep/v.html" "a good movie"
+  [ -s "$T/out1/deep/v.html" ] && ok "viz page written" || bad "viz page written"
+  expect_rc "plot -o creates missing parents" 0 "$QKV" plot "$R/log.jsonl" -o "$T/out2/deep/p.svg"
+  [ -s "$T/out2/deep/p.svg" ] && ok "plot written" || bad "plot written"
+fi
+printf 'hello world\nthe cat sat on the mat\n' >"$T/small.txt"
+for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog number $i and again"; done >"$T/corpus.txt"
+expect_rc "tokenize train --out creates missing parents" 0 \
+  "$QKV" tokenize train --vocab-size 300 --min-freq 1 --out "$T/tok/deep" "$T/corpus.txt"
+[ -s "$T/tok/deep/vocab.json" ] && ok "vocab.json written" || bad "vocab.json written"
+expect_rc "tokenize shard -o creates missing parents" 0 "$QKV" tokenize shard --bpe "$T/tok/deep" \
+  -o "$T/shards/deep/a.tok" "$T/corpus.txt"
+[ -s "$T/shards/deep/a.tok" ] && ok "shard written" || bad "shard written"
+touch "$T/afile"
+expect_msg "a file in the way of a directory is named" 2 'afile: exists and is not a directory' \
+  "$QKV" tokenize train --vocab-size 300 --min-freq 1 --out "$T/afile/sub" "$T/corpus.txt"
+
+# ---- 1: a failed resume leaves the run directory exactly as it was --------------------------------------------
+if [ -n "$DATA" ]; then
+  R=$T/r1
+  expect_rc "train a run to resume" 0 "$QKV" train --config "$T/emb.json" --run "$R" --quiet
+  before=$(dirsum "$R")
+  expect_msg "resume with another model size is refused" 2 'shape' \
+    "$QKV" train --resume --run "$R" --set model.dim=128 --quiet
+  [ "$(dirsum "$R")" = "$before" ] && ok "the refused resume left the run as it was" || bad "refused resume changed the run"
+  expect_rc "resume with a missing training file is refused" 2 \
+    "$QKV" train --resume --run "$R" --set data.train="$T/nonexistent.tsv" --quiet
+  [ "$(dirsum "$R")" = "$before" ] && ok "...and left the run as it was" || bad "missing-file resume changed the run"
+  sed 's|"dim":\t64|"dim": 32|' "$T/emb.json" >"$T/other.json"
+  expect_rc "resume with another config is refused" 2 "$QKV" train --resume --run "$R" --config "$T/other.json" --quiet
+  [ "$(dirsum "$R")" = "$before" ] && ok "...and left the run as it was" || bad "other-config resume changed the run"
+  expect_msg "eval still works after the refused resumes" 0 'accuracy' "$QKV" eval --run "$R"
+  expect_rc "a plain resume still works" 0 "$QKV" train --resume --run "$R" --set train.steps=60 --quiet
+  grep -Eq '"steps":[[:space:]]*60' "$R/config.json" && ok "a successful resume records its config" || bad "resume config not written"
+  ls "$R" | grep -q '\.tmp\.' && bad "config write left a temporary" || ok "no temporary left by the config write"
+fi
+
+# ---- 2: temporary files of writers that died are removed by the next writer ----------------------------------
+if [ -n "$DATA" ]; then
+  R=$T/r1
+  dead=$(dead_pid)
+  head -c 100000 /dev/urandom >"$R/ckpt-80.safetensors.tmp.$dead"
+  echo x >"$R/config.json.tmp.$dead"
+  sleep 60 & live=$!
+  echo x >"$R/ckpt-99.safetensors.tmp.$live"
+  expect_rc "resume next to stale temporaries" 0 "$QKV" train --resume --run "$R" --set train.steps=80 --quiet
+  [ ! -e "$R/ckpt-80.safetensors.tmp.$dead" ] && [ ! -e "$R/config.json.tmp.$dead" ] &&
+    ok "stale temporaries of a dead writer removed" || bad "stale temporaries left: $(ls "$R" | grep tmp)"
+  [ -e "$R/ckpt-99.safetensors.tmp.$live" ] && ok "a live writer's temporary is kept" || bad "live writer's file removed"
+  kill "$live" 2>/dev/null; wait "$live" 2>/dev/null
+  # A real writer killed with -9 while it writes its checkpoints.
+  cp "$T/emb.json" "$T/kill.json"
+  sed -i 's|"steps": 40|"steps": 100000|; s|"checkpoint_every": 20|"checkpoint_every": 1|' "$T/kill.json"
+  "$QKV" train --config "$T/kill.json" --run "$T/rk" --quiet >/dev/null 2>&1 & w=$!
+  for _ in $(seq 1 100); do ls "$T/rk" 2>/dev/null | grep -q 'ckpt-' && break; sleep 0.1; done
+  sleep 0.5; kill -9 "$w"; wait "$w" 2>/dev/null
+  echo x >"$T/rk/ckpt-1.safetensors.tmp.$w" # in case the kill did not land inside a write
+  expect_rc "resume after kill -9" 0 "$QKV" train --resume --run "$T/rk" --set train.checkpoint_every=1000000 \
+    --set train.steps=1 --quiet
+  ls "$T/rk" | grep -q '\.tmp\.' && bad "kill -9 temporaries left: $(ls "$T/rk" | grep tmp)" ||
+    ok "temporaries of the killed writer removed"
+fi
+
+echo "cli_probe: $pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]
