@@ -80,6 +80,13 @@ if [ -n "$DATA" ]; then
 fi
 
 # ---- 2: temporary files of writers that died are removed by the next writer ----------------------------------
+dead=$(dead_pid)
+echo x >"$T/shards/deep/a.tok.tmp.$dead"
+echo x >"$T/shards/deep/notours.tmp.$dead"
+expect_rc "shard next to a stale temporary of its output" 0 "$QKV" tokenize shard --bpe "$T/tok/deep" \
+  -o "$T/shards/deep/a.tok" "$T/corpus.txt"
+[ ! -e "$T/shards/deep/a.tok.tmp.$dead" ] && ok "the output's stale temporary removed" || bad "output's temporary left"
+[ -e "$T/shards/deep/notours.tmp.$dead" ] && ok "another file's temporary is not touched" || bad "other temporary removed"
 if [ -n "$DATA" ]; then
   R=$T/r1
   dead=$(dead_pid)

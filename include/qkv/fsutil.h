@@ -21,8 +21,9 @@ qkv_status qkv_fs_mkdirs_parent(const char *path);
 /* Writes n bytes to path through path.tmp.PID and rename; on failure path is untouched and no temporary is left. */
 qkv_status qkv_fs_write_atomic(const char *path, const void *data, size_t n);
 /* Removes the files NAME.tmp.PID in dir whose PID is no live process (writers killed mid-write); a live writer's
- * file is never touched. Returns the number removed (0 if dir cannot be read). */
-int qkv_fs_remove_stale_tmp(const char *dir);
+ * file is never touched. With a name, only that file's temporaries (NAME.tmp.PID). Returns the number removed (0
+ * if dir cannot be read). */
+int qkv_fs_remove_stale_tmp(const char *dir, const char *name);
 /* The path, if it names a directory: a QKV_ERR_IO error "PATH: is a directory" (what = "vectors file", ... for the
  * message); QKV_OK otherwise, including for paths that do not exist (opening them reports that). */
 qkv_status qkv_fs_check_not_dir(const char *path, const char *what);

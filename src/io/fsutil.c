@@ -87,13 +87,15 @@ static long tmp_pid(const char *name) {
     return pid;
 }
 
-int qkv_fs_remove_stale_tmp(const char *dir) {
+int qkv_fs_remove_stale_tmp(const char *dir, const char *name) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     int removed = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         long pid = tmp_pid(e->d_name);
+        size_t k = name ? strlen(name) : 0;
+        if (name && (strncmp(e->d_name, name, k) || strncmp(e->d_name + k, ".tmp.", 5))) continue;
         /* Only a process that certainly does not exist: EPERM means it exists under another user. */
         if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         size_t n = strlen(dir) + strlen(e->d_name) + 2;

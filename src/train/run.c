@@ -167,7 +167,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     qkv_status st = QKV_OK;
     if (qkv_fs_mkdirs(dir) != QKV_OK)
         st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, train_last_error());
-    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir); /* left by writers that were killed mid-write */
+    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir, NULL); /* left by writers that were killed mid-write */
     long newest = run_newest_checkpoint(dir);
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
