@@ -25,6 +25,28 @@ expect_msg() { # name expected-rc regex command...
 }
 # Every file of a directory (names and contents), for "left exactly as it was".
 dirsum() { (cd "$1" && find . -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done) | md5sum; }
+# Copy of a safetensors file with one metadata entry (KEY=VALUE) or one header entry (JSON path a.b=VALUE) replaced.
+PY=/usr/bin/python3
+st_edit() { # in out key value [header]
+  "$PY" - "$@" <<'PYEOF'
+import json, struct, sys
+src, dst, key, val = sys.argv[1:5]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+if len(sys.argv) > 5:
+    obj = h
+    parts = key.split(".")
+    for p in parts[:-1]:
+        obj = obj[p]
+    obj[parts[-1]] = json.loads(val)
+else:
+    h["__metadata__"][key] = val
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PYEOF
+}
 # A PID that no process has: a child that has already been waited for.
 dead_pid() { sh -c 'exit 0' & local p=$!; wait "$p"; echo "$p"; }
 
@@ -110,6 +132,27 @@ if [ -n "$DATA" ]; then
     --set train.steps=1 --quiet
   ls "$T/rk" | grep -q '\.tmp\.' && bad "kill -9 temporaries left: $(ls "$T/rk" | grep tmp)" ||
     ok "temporaries of the killed writer removed"
+fi
+
+# ---- 7: checkpoint metadata is range-checked on resume ---------------------------------------------------------
+if [ -n "$DATA" ] && [ -x "$PY" ]; then
+  "$QKV" train --config "$T/emb.json" --run "$T/r7" --quiet >/dev/null 2>&1
+  newest() { ls "$T/r7" | grep -E '^ckpt-[0-9]+\.safetensors$' | sed -E 's/ckpt-([0-9]+).*/\1/' | sort -n | tail -1; }
+  CK=$T/r7/ckpt-$(newest).safetensors
+  cp "$CK" "$T/ck.orig"
+  for kv in qkv.step=-5 qkv.data_epoch=-3 qkv.data_pos=-1 qkv.optim_steps=-1 qkv.step=1e3 qkv.data_pos=99999999999999999999; do
+    st_edit "$T/ck.orig" "$CK" "${kv%%=*}" "${kv#*=}"
+    before=$(dirsum "$T/r7")
+    expect_msg "resume refuses ${kv}" 2 "'${kv%%=*}' = '${kv#*=}' is not an integer" \
+      "$QKV" train --resume --run "$T/r7" --set train.steps=60 --quiet
+    [ "$(dirsum "$T/r7")" = "$before" ] && ok "...and leaves the run as it was" || bad "refused ${kv} changed the run"
+  done
+  loop=$("$PY" -c 'import json,struct,sys; r=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",r[:8])[0]; print(json.loads(r[8:8+n])["__metadata__"]["qkv.loop"])' "$T/ck.orig")
+  st_edit "$T/ck.orig" "$CK" qkv.loop "$(echo "$loop" | sed -E 's/"bad_evals":[^,}]*/"bad_evals":-7/')"
+  expect_msg "resume refuses a negative loop counter" 2 "'qkv.loop' key 'bad_evals'" \
+    "$QKV" train --resume --run "$T/r7" --set train.steps=60 --quiet
+  cp "$T/ck.orig" "$CK"
+  expect_rc "the untouched checkpoint resumes" 0 "$QKV" train --resume --run "$T/r7" --set train.steps=60 --quiet
 fi
 
 echo "cli_probe: $pass passed, $fail failed, $skip skipped"

@@ -131,6 +131,19 @@ static qkv_status build_optimiser(qkv_run *r) {
     return QKV_OK;
 }
 
+/* A counter of the 'qkv.loop' metadata: an integer in [lo, 2^62] (lo when absent); anything else is refused, naming
+ * the key, instead of becoming a huge or negative count through a cast. */
+static long loop_count(const cJSON *j, const char *key, long lo, const char *path, qkv_status *st) {
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    if (!v) return lo;
+    double x = cJSON_GetNumberValue(v);
+    if (cJSON_IsNumber(v) && x >= (double)lo && x <= 0x1p62 && x == floor(x)) return (long)x;
+    if (*st == QKV_OK)
+        *st = qkv_error_set(QKV_ERR_FORMAT, "%s: metadata 'qkv.loop' key '%s' is not an integer in [%ld, 2^62]", path,
+                            key, lo);
+    return lo;
+}
+
 static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
     qkv_st_file *f = qkv_st_open(path);
     if (!f) return qkv_last_status();
@@ -145,10 +158,10 @@ static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
         const char *acc = cJSON_GetStringValue(cJSON_GetObjectItem(j, "acc_loss"));
         loop->best = best ? strtod(best, NULL) : NAN;
         loop->acc_loss = acc ? strtod(acc, NULL) : 0;
-        loop->best_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "best_step"));
-        loop->bad_evals = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "bad_evals"));
-        loop->acc_steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "acc_steps"));
-        loop->nonfinite_skips = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "nonfinite_skips"));
+        loop->best_step = loop_count(j, "best_step", -1, path, &st);
+        loop->bad_evals = loop_count(j, "bad_evals", 0, path, &st);
+        loop->acc_steps = loop_count(j, "acc_steps", 0, path, &st);
+        loop->nonfinite_skips = loop_count(j, "nonfinite_skips", 0, path, &st);
         if (!best || !acc) st = qkv_error_set(QKV_ERR_FORMAT, "%s: 'qkv.loop' metadata is incomplete", path);
     }
     cJSON_Delete(j);
