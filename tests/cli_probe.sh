@@ -134,6 +134,32 @@ if [ -n "$DATA" ]; then
     ok "temporaries of the killed writer removed"
 fi
 
+# ---- 3: a directory or an endless device given as a file is bad input, refused before gigabytes are read -------
+mkdir -p "$T/adir"
+expect_msg "vectors: a directory" 2 'adir: is a directory' "$QKV" embed similar king --vectors "$T/adir"
+expect_msg "wordpiece vocabulary: a directory" 2 'adir: is a directory' \
+  "$QKV" tokenize encode --wordpiece "$T/adir" hello
+expect_msg "config: a directory" 2 'adir: is a directory' "$QKV" config check "$T/adir"
+expect_msg "bleu reference: a directory" 2 'adir: is a directory' "$QKV" bleu -r "$T/adir" -i "$T/small.txt"
+mkdir -p "$T/hf/config.json"
+expect_msg "hf config.json: a directory" 2 'config\.json: is a directory' "$QKV" attend --model "$T/hf" "a b"
+if [ -c /dev/zero ]; then
+  # timeout: before the caps these read /dev/zero for half a minute (4 GB) or until memory ran out.
+  expect_msg "vectors: /dev/zero fails fast" 2 'dev/zero: a line longer than a vectors file may have' \
+    timeout 20 "$QKV" embed similar king --vectors /dev/zero
+  expect_msg "wordpiece vocabulary: /dev/zero fails fast" 2 'dev/zero: more than a tokenizer file may have' \
+    timeout 20 "$QKV" tokenize encode --wordpiece /dev/zero hello
+  expect_msg "config: /dev/zero fails fast" 2 'dev/zero: too large' timeout 20 "$QKV" config check /dev/zero
+fi
+if [ -n "$DATA" ]; then
+  expect_msg "embeddings.pretrained: a directory" 2 'embeddings\.pretrained: .*adir: is a directory' \
+    "$QKV" train --config "$T/emb.json" --run "$T/r3a" --set embeddings.pretrained="$T/adir" --quiet
+  expect_msg "data.train: a directory" 2 'adir: is a directory' \
+    "$QKV" train --config "$T/emb.json" --run "$T/r3b" --set data.train="$T/adir" --quiet
+  [ -c /dev/zero ] && expect_msg "embeddings.pretrained: /dev/zero fails fast" 2 'dev/zero: a line longer' \
+    timeout 20 "$QKV" train --config "$T/emb.json" --run "$T/r3c" --set embeddings.pretrained=/dev/zero --quiet
+fi
+
 # ---- 7: checkpoint metadata is range-checked on resume ---------------------------------------------------------
 if [ -n "$DATA" ] && [ -x "$PY" ]; then
   "$QKV" train --config "$T/emb.json" --run "$T/r7" --quiet >/dev/null 2>&1

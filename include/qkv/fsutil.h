@@ -28,8 +28,9 @@ int qkv_fs_remove_stale_tmp(const char *dir, const char *name);
  * message); QKV_OK otherwise, including for paths that do not exist (opening them reports that). */
 qkv_status qkv_fs_check_not_dir(const char *path, const char *what);
 /* The whole file, NUL-terminated, *len bytes (without the NUL). Refuses (QKV_ERR_RANGE, before reading further) a
- * file longer than max_bytes or with a line longer than max_line bytes (0: no line limit), naming the file, the
- * limit and `what`; a directory is a QKV_ERR_IO "is a directory". Works for pipes and devices too. */
+ * file longer than max_bytes, naming the file, the limit and `what`; a directory is a QKV_ERR_IO "is a directory".
+ * Works for pipes and devices too: as their size is not known up front, they are also refused as soon as a line
+ * grows past max_line bytes (0: no line limit), so /dev/zero fails at once. */
 char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line, const char *what, size_t *len);
 
 #ifdef __cplusplus

@@ -132,7 +132,7 @@ char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line
     }
     if (!what) what = "file";
     char lim[32];
-    struct stat sb;
+    struct stat sb = {0};
     /* A regular file's size is known up front: refuse it without reading, and allocate once. */
     size_t cap = 1 << 16;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
@@ -160,7 +160,7 @@ char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line
             buf = nb, cap = ncap;
         }
         size_t want = cap - 1 - n, got = fread(buf + n, 1, want, f);
-        if (max_line) {
+        if (max_line && !S_ISREG(sb.st_mode)) {
             for (size_t i = n; i < n + got; i++) line = buf[i] == '\n' ? 0 : line + 1;
             if (line > max_line) {
                 st = qkv_error_set(QKV_ERR_RANGE, "%s: a line longer than a %s may have (%s; is this the right file?)",
