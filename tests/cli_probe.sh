@@ -47,6 +47,8 @@ hb += b" " * (-len(hb) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
 PYEOF
 }
+# A command under a virtual memory limit in KB (not under ASan, which reserves terabytes of address space).
+vm_limit() { local kb=$1; shift; if [ -n "${QKV_SANITIZED:-}" ]; then "$@"; else (ulimit -v "$kb"; exec "$@"); fi; }
 # A PID that no process has: a child that has already been waited for.
 dead_pid() { sh -c 'exit 0' & local p=$!; wait "$p"; echo "$p"; }
 
@@ -158,6 +160,33 @@ if [ -n "$DATA" ]; then
     "$QKV" train --config "$T/emb.json" --run "$T/r3b" --set data.train="$T/adir" --quiet
   [ -c /dev/zero ] && expect_msg "embeddings.pretrained: /dev/zero fails fast" 2 'dev/zero: a line longer' \
     timeout 20 "$QKV" train --config "$T/emb.json" --run "$T/r3c" --set embeddings.pretrained=/dev/zero --quiet
+fi
+
+# ---- 4: declared sizes are compared with the checkpoint's header before anything is allocated -----------------
+PRE=$SHARED/pretrained
+if [ -n "$SHARED" ] && [ -f "$PRE/tiny-random-bert/model.safetensors" ] && [ -x "$PY" ]; then
+  hf_set() { # src-dir key value: a copy of the model with one config.json field changed, in $T/hf4
+    rm -rf "$T/hf4"; mkdir -p "$T/hf4"; cp "$PRE/$1/model.safetensors" "$T/hf4/"
+    "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c[sys.argv[2]]=int(float(sys.argv[3])); json.dump(c,open(sys.argv[4],"w"))' \
+      "$PRE/$1/config.json" "$2" "$3" "$T/hf4/config.json"
+  }
+  for kv in vocab_size=1e9 hidden_size=1e6 max_position_embeddings=1e9 intermediate_size=1e8; do
+    hf_set tiny-random-bert "${kv%%=*}" "${kv#*=}"
+    # ulimit: a model of that size would be allocated (and fail as out of memory, exit 3) without the check.
+    expect_msg "hf config.json ${kv} names config.json and the key" 2 "config\.json: ${kv%%=*} is [0-9]+, but" \
+      vm_limit 4000000 "$QKV" attend --model "$T/hf4" -o "$T/a.html" "hello world"
+  done
+  hf_set tiny-random-gpt2 n_positions 1e9
+  expect_msg "gpt2 config.json n_positions=1e9 is named" 2 'config\.json: n_positions is 1000000000, but' \
+    vm_limit 4000000 "$QKV" attend --model "$T/hf4" -o "$T/a.html" "hello world"
+fi
+if [ -n "$DATA" ]; then
+  "$QKV" train --config "$T/emb.json" --run "$T/r4" --quiet >/dev/null 2>&1
+  sed -i 's|"dim":	64|"dim": 65536|' "$T/r4/config.json"
+  # [4207, 65536] floats are 1.1 GB: refused from the checkpoint's header, before the model is built.
+  expect_msg "eval of a run whose config does not match its checkpoint" 2 \
+    'has shape \[[0-9, ]+64\] but the model needs \[[0-9, ]+65536\] \(the model of .*r4/config\.json' \
+    vm_limit 600000 "$QKV" eval --run "$T/r4"
 fi
 
 # ---- 7: checkpoint metadata is range-checked on resume ---------------------------------------------------------

@@ -26,6 +26,12 @@ qkv_tensor *qkv_params_add(qkv_params *p, const char *prefix, const char *name, 
 qkv_tensor *qkv_params_add_buffer(qkv_params *p, const char *prefix, const char *name, int ndim,
                                   const int64_t *shape);
 
+/* A check each new tensor's name and shape passes before its memory is allocated (non-QKV_OK, error set: the add
+ * fails). Used to compare a model's declared shapes with a checkpoint's header before building a model that a
+ * wrong config would make gigabytes large. fn NULL removes it. */
+typedef qkv_status (*qkv_params_check_fn)(void *user, const char *name, int ndim, const int64_t *shape);
+void qkv_params_set_check(qkv_params *p, qkv_params_check_fn fn, void *user);
+
 int qkv_params_count(const qkv_params *p);
 qkv_tensor *qkv_params_at(const qkv_params *p, int i);
 /* NULL if absent (no error set). */

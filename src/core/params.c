@@ -10,7 +10,14 @@
 struct qkv_params {
     qkv_tensor **t;
     int n, cap;
+    qkv_params_check_fn check;
+    void *check_user;
 };
+
+void qkv_params_set_check(qkv_params *p, qkv_params_check_fn fn, void *user) {
+    p->check = fn;
+    p->check_user = user;
+}
 
 qkv_params *qkv_params_new(void) {
     qkv_params *p = calloc(1, sizeof *p);
@@ -49,6 +56,7 @@ static qkv_tensor *add(qkv_params *p, const char *prefix, const char *name, int 
         p->t = t;
         p->cap = cap;
     }
+    if (p->check && p->check(p->check_user, full, ndim, shape) != QKV_OK) return NULL;
     qkv_tensor *t = qkv_tensor_new(QKV_F32, ndim, shape);
     if (!t) return NULL;
     qkv_tensor_set_name(t, full);

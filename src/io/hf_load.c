@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/hf_check.h"
 #include "models/hf_internal.h"
 #include "qkv/safetensors.h"
 
@@ -233,8 +234,6 @@ qkv_hf_model *qkv_hf_load(const char *dir) {
     qkv_hf_config cfg;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (qkv_hf_config_load(path, &cfg)) return NULL;
-    qkv_hf_model *m = qkv_hf_model_new(&cfg);
-    if (!m) return NULL;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -244,10 +243,16 @@ qkv_hf_model *qkv_hf_load(const char *dir) {
     if (!f) {
         qkv_error_set(QKV_ERR_IO, "%s: neither model.safetensors nor model.safetensors.index.json found (only "
                       "safetensors checkpoints are read, not pytorch_model.bin)", dir);
-        qkv_hf_free(m);
         return NULL;
     }
     fclose(f);
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    /* The declared sizes against the weights' headers first: a config.json claiming a vocabulary of 1e9 is an
+     * error naming the key, not an out-of-memory building the model. */
+    if (hf_check_declared(&cfg, cfg_path, path)) return NULL;
+    qkv_hf_model *m = qkv_hf_model_new(&cfg);
+    if (!m) return NULL;
     if (qkv_hf_model_load_weights(m, path)) {
         qkv_hf_free(m);
         return NULL;

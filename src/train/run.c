@@ -83,7 +83,7 @@ static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
 
 /* Model, parameters and context. Seeds: the model's initialisation draws from Philox(seed), dropout from
  * Philox(seed + 1), data order from Philox(seed + 2), so changing one never shifts the others. */
-static qkv_status build_model(qkv_run *r) {
+static qkv_status build_model_with(qkv_run *r, qkv_params_check_fn check, void *user) {
     uint64_t seed = (uint64_t)qkv_config_int(r->cfg, "seed", 1);
     qkv_task_info info;
     task_info(&r->task, &info);
@@ -92,12 +92,46 @@ static qkv_status build_model(qkv_run *r) {
     r->params = qkv_params_new();
     r->ctx = qkv_ctx_new();
     if (!r->params || !r->ctx) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    qkv_params_set_check(r->params, check, user);
     r->model = r->type->create(qkv_config_get(r->cfg, "model"), &info, r->params, &init);
+    qkv_params_set_check(r->params, NULL, NULL);
     if (!r->model) return qkv_last_status();
     qkv_rng_init(qkv_ctx_rng(r->ctx), seed + 1);
     r->state.rng = *qkv_ctx_rng(r->ctx);
     r->data_seed = seed + 2;
     return QKV_OK;
+}
+
+/* The model a config describes, each parameter's shape compared with the checkpoint it will load (when there is
+ * one) before its memory is allocated: a config whose sizes do not match its checkpoint (d_model 4096 instead of 64)
+ * fails at once, not after building gigabytes of model. */
+typedef struct {
+    qkv_st_file *f;
+    const char *config; /* names the config in messages */
+} shape_ref;
+
+static qkv_status check_declared(void *user, const char *name, int ndim, const int64_t *shape) {
+    const shape_ref *ref = user;
+    const char *dtype;
+    qkv_tensor have = {0}, want = {.ndim = ndim};
+    if (qkv_st_find(ref->f, name) < 0 || qkv_st_info(ref->f, name, &dtype, &have.ndim, have.shape) != QKV_OK)
+        return QKV_OK; /* absent tensors are reported by the checkpoint loader, all together */
+    memcpy(want.shape, shape, sizeof *shape * (size_t)ndim);
+    bool same = have.ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = have.shape[d] == shape[d];
+    if (same) return QKV_OK;
+    char a[96], b[96];
+    return qkv_error_set(QKV_ERR_FORMAT, "%s: tensor '%s' has shape %s but the model needs %s (the model of %s: "
+                         "the config does not match the checkpoint)", qkv_st_path(ref->f), name,
+                         qkv_shape_str(&have, a, sizeof a), qkv_shape_str(&want, b, sizeof b), ref->config);
+}
+
+static qkv_status build_model_for(qkv_run *r, const char *checkpoint, const char *config) {
+    shape_ref ref = {.f = checkpoint ? qkv_st_open(checkpoint) : NULL, .config = config};
+    if (checkpoint && !ref.f) return qkv_last_status();
+    qkv_status st = build_model_with(r, ref.f ? check_declared : NULL, &ref);
+    qkv_st_close(ref.f);
+    return st;
 }
 
 static qkv_status build_optimiser(qkv_run *r) {
@@ -196,7 +230,13 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         st = task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
     }
-    if (st == QKV_OK) st = build_model(r);
+    if (st == QKV_OK) {
+        char name[64];
+        snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
+        char *from = resume ? path_in(dir, name) : NULL;
+        st = resume && !from ? qkv_last_status() : build_model_for(r, from, "the config given");
+        free(from);
+    }
     /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
     if (st == QKV_OK) st = run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
@@ -234,7 +274,6 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
     if (!r) return NULL;
     r->type = type;
     qkv_status st = task_prepare(&r->task, r->cfg, type->task, dir, false);
-    if (st == QKV_OK) st = build_model(r);
     char *ck = NULL;
     if (st == QKV_OK) {
         if (checkpoint) {
@@ -253,6 +292,9 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
         }
         if (st == QKV_OK && !ck) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     }
+    char *cfg_name = st == QKV_OK ? path_in(dir, "config.json") : NULL;
+    if (st == QKV_OK) st = cfg_name ? build_model_for(r, ck, cfg_name) : qkv_last_status();
+    free(cfg_name);
     if (st == QKV_OK && qkv_checkpoint_load(ck, r->params, NULL, &r->state, NULL) != QKV_OK) {
         /* Weights without training state (exported, or written by other tools) are fine for scoring. */
         char first[1024];
