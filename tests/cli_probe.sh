@@ -189,6 +189,34 @@ if [ -n "$DATA" ]; then
     vm_limit 600000 "$QKV" eval --run "$T/r4"
 fi
 
+# ---- 6: runs trained from token shards keep the tokenizer the shards were made with --------------------------
+for i in $(seq 1 30); do cat "$T/corpus.txt"; done >"$T/corpus30.txt"
+"$QKV" tokenize shard --bpe "$T/tok/deep" -o "$T/s6/noted.tok" "$T/corpus30.txt" >/dev/null 2>&1
+[ -s "$T/s6/noted.tok.tokenizer.json" ] && ok "tokenize shard notes its tokenizer" || bad "no OUT.tokenizer.json"
+cp "$T/s6/noted.tok" "$T/s6/bare.tok"
+"$QKV" config show gpt | sed -e 's|"d_model":\t384|"d_model": 16|' -e 's|"n_layers":\t6|"n_layers": 1|' \
+  -e 's|"n_heads":\t6|"n_heads": 2|' -e 's|"d_ff":\t1536|"d_ff": 32|' -e 's|"steps":\t1000|"steps": 2|' \
+  -e 's|"seq_len":\t64|"seq_len": 16|' -e 's|"every":\t100|"every": 0|' >"$T/gpt.json"
+gpt_run() { # run shard [--set ...]
+  local run=$1 shard=$2; shift 2
+  "$QKV" train --config "$T/gpt.json" --run "$run" --set data.train="$shard" "$@" --quiet
+}
+expect_rc "train from a noted shard" 0 gpt_run "$T/r6a" "$T/s6/noted.tok"
+expect_rc "its run generates from text" 0 "$QKV" generate --run "$T/r6a" --max-tokens 3 "the quick"
+expect_rc "its run shows attention for text" 0 "$QKV" attend --run "$T/r6a" -o "$T/r6a.html" "the quick"
+expect_rc "train from a bare shard" 0 gpt_run "$T/r6b" "$T/s6/bare.tok"
+for c in generate attend viz; do
+  expect_msg "$c on an ids-only run says so and names the flags" 2 \
+    'trained on token ids .* --set data\.vocab_file=' "$QKV" "$c" --run "$T/r6b" "the quick"
+done
+grep -q "NULL argument" "$T/out" && bad "a NULL-argument message reached the user" || ok "no NULL-argument message"
+expect_msg "predict on an ids-only run says so" 2 'trained on token ids' "$QKV" predict --run "$T/r6b" "the quick"
+expect_rc "a bare shard with data.vocab_file + merges_file" 0 gpt_run "$T/r6c" "$T/s6/bare.tok" \
+  --set data.vocab_file="$T/tok/deep/vocab.json" --set data.merges_file="$T/tok/deep/merges.txt"
+expect_rc "...generates from text" 0 "$QKV" generate --run "$T/r6c" --max-tokens 3 "the quick"
+expect_msg "a missing data.vocab_file with a shard is named" 2 'data\.vocab_file: .*nosuch\.json' gpt_run \
+  "$T/r6d" "$T/s6/bare.tok" --set data.vocab_file="$T/nosuch.json" --set data.merges_file="$T/tok/deep/merges.txt"
+
 # ---- 7: checkpoint metadata is range-checked on resume ---------------------------------------------------------
 if [ -n "$DATA" ] && [ -x "$PY" ]; then
   "$QKV" train --config "$T/emb.json" --run "$T/r7" --quiet >/dev/null 2>&1

@@ -107,6 +107,7 @@ static qkv_status encode(task *t, bool target, const char *text, size_t len, int
 }
 
 qkv_status task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (t->tok == TOK_NONE) return task_no_tokenizer();
     return encode(t, false, text, len, ids, n);
 }
 
@@ -305,7 +306,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         if (!s) return qkv_last_status();
         t->vocab_size = (int64_t)qkv_shard_vocab(s);
         qkv_shard_close(s);
-        return QKV_OK;
+        return task_shard_tokenizer(t, cfg, train_path, dir, fresh);
     }
     /* The training file is read only to build tokenizers and labels. */
     qkv_dataset *train = NULL;
@@ -522,7 +523,8 @@ qkv_status task_load(task *t, const char *path, split *s) {
 
 qkv_status task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
-    if (t->kind == TASK_SEQ2SEQ || t->shard)
+    if (t->tok == TOK_NONE) return task_no_tokenizer();
+    if (t->kind == TASK_SEQ2SEQ)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];
