@@ -47,6 +47,20 @@ hb += b" " * (-len(hb) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
 PYEOF
 }
+# Copy of a safetensors file with element 0 of one tensor set to NaN (F32, F16 or BF16).
+st_nan() { # in out tensor
+  "$PY" - "$@" <<'PYEOF'
+import json, struct, sys
+src, dst, name = sys.argv[1:4]
+raw = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+e = json.loads(raw[8:8 + n])[name]
+at = 8 + n + e["data_offsets"][0]
+nan = {"F32": b"\x00\x00\xc0\x7f", "F16": b"\x00\x7e", "BF16": b"\xc0\x7f"}[e["dtype"]]
+raw[at:at + len(nan)] = nan
+open(dst, "wb").write(raw)
+PYEOF
+}
 # A command under a virtual memory limit in KB (not under ASan, which reserves terabytes of address space).
 vm_limit() { local kb=$1; shift; if [ -n "${QKV_SANITIZED:-}" ]; then "$@"; else (ulimit -v "$kb"; exec "$@"); fi; }
 # A PID that no process has: a child that has already been waited for.
@@ -237,6 +251,51 @@ if [ -n "$DATA" ] && [ -x "$PY" ]; then
   cp "$T/ck.orig" "$CK"
   expect_rc "the untouched checkpoint resumes" 0 "$QKV" train --resume --run "$T/r7" --set train.steps=60 --quiet
 fi
+
+# ---- 8: the smaller ones -------------------------------------------------------------------------------------
+if [ -n "$DATA" ]; then
+  printf '1\tgood movie\n\tbad movie\n0\tawful\n' >"$T/empty_label.tsv"
+  expect_msg "an empty label names file and line" 2 'empty_label\.tsv:2: empty label' \
+    "$QKV" train --config "$T/emb.json" --run "$T/r8a" --set data.train="$T/empty_label.tsv" --quiet
+  cp -r "$T/r1" "$T/r8b"
+  : >"$T/r8b/labels.txt"
+  expect_msg "an empty labels.txt is named" 2 'r8b/labels\.txt: no labels' "$QKV" eval --run "$T/r8b"
+  expect_msg "a missing data.vocab_file is not ignored by the word tokenizer" 2 'data\.vocab_file: the word tokenizer' \
+    "$QKV" train --config "$T/emb.json" --run "$T/r8c" --set data.vocab_file="$T/nosuch.txt" --quiet
+  if [ -x "$PY" ]; then
+    cp -r "$T/r1" "$T/r8d"
+    for f in "$T"/r8d/*.safetensors; do st_nan "$f" "$f" embedding.weight; done
+    expect_msg "NaN in a checkpoint names the tensor" 2 "tensor 'embedding\.weight' holds NaN" "$QKV" eval --run "$T/r8d"
+  fi
+fi
+if [ -n "$SHARED" ] && [ -f "$PRE/tiny-random-bert/model.safetensors" ] && [ -x "$PY" ]; then
+  rm -rf "$T/hf8"; mkdir -p "$T/hf8"; cp "$PRE/tiny-random-bert/config.json" "$T/hf8/"
+  st_nan "$PRE/tiny-random-bert/model.safetensors" "$T/hf8/model.safetensors" encoder.layer.1.attention.self.key.weight
+  expect_msg "NaN in HF weights names the tensor" 2 "'encoder\.layer\.1\.attention\.self\.key\.weight' holds NaN" \
+    "$QKV" attend --model "$T/hf8" -o "$T/a8.html" "hello world"
+fi
+GPT2=$SHARED/pretrained/gpt2-tokenizer
+if [ -f "$GPT2/vocab.json" ]; then
+  expect_msg "decode of an id beyond int32 is named as written" 2 'token id 99999999999999999999 is outside' \
+    sh -c 'echo 99999999999999999999 | "$1" tokenize decode --bpe "$2"' _ "$QKV" "$GPT2"
+  expect_msg "decode of a negative id" 2 'token id -5 is outside' \
+    sh -c 'echo "15496 -5" | "$1" tokenize decode --bpe "$2"' _ "$QKV" "$GPT2"
+fi
+expect_msg "a flag missing its value says so" 1 'train: --run needs a value' "$QKV" train --config "$T/x.json" --run
+expect_msg "...for every command (eval --split)" 1 'eval: --split needs a value' "$QKV" eval --run "$T/r1" --split
+expect_msg "...(translate --beam)" 1 'translate: --beam needs a value' "$QKV" translate --run "$T/r1" --beam
+expect_msg "a boolean flag last is not taken for one with a value" 2 'nosuch.json' \
+  "$QKV" train --config "$T/nosuch.json" --run "$T/r8e" --quiet
+: >"$T/empty1"; : >"$T/empty2"
+expect_msg "rouge of two empty files" 2 'rouge: nothing to score' "$QKV" rouge -r "$T/empty1" -i "$T/empty2"
+grep -q 'qkv_rouge' "$T/out" && bad "rouge printed an internal function name" || ok "no internal name from rouge"
+expect_msg "bleu of two empty files" 2 'bleu: nothing to score' "$QKV" bleu -r "$T/empty1" -i "$T/empty2"
+expect_msg "--mbr with --beam is refused, naming both" 1 '\-\-mbr and \-\-beam exclude each other' \
+  "$QKV" translate --run "$T/r1" --mbr 4 --beam 3
+expect_msg "--utility without --mbr is refused" 1 '\-\-utility goes with \-\-mbr' \
+  "$QKV" translate --run "$T/r1" --utility rougeL
+expect_msg "tokenize train on an empty file warns" 0 'warning: the input files hold no text' \
+  "$QKV" tokenize train --vocab-size 300 --out "$T/tok8" "$T/empty1"
 
 echo "cli_probe: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -39,6 +39,11 @@ qkv_tensor *qkv_params_find(const qkv_params *p, const char *name);
 /* Total number of float elements in trainable parameters. */
 int64_t qkv_params_numel(const qkv_params *p);
 void qkv_params_zero_grad(qkv_params *p);
+/* The first float32 tensor holding a NaN (*index: the element, row-major), or NULL. For loaders: weights read with
+ * a NaN would otherwise only show as nan losses and blank attention maps. */
+qkv_tensor *qkv_params_find_nan(const qkv_params *p, int64_t *index);
+/* The first NaN element of a contiguous float32 tensor, or -1 (also for other tensors). */
+int64_t qkv_tensor_find_nan(const qkv_tensor *t);
 
 #ifdef __cplusplus
 }

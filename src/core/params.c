@@ -93,3 +93,23 @@ int64_t qkv_params_numel(const qkv_params *p) {
 void qkv_params_zero_grad(qkv_params *p) {
     for (int i = 0; i < p->n; i++) qkv_tensor_zero_grad(p->t[i]);
 }
+
+int64_t qkv_tensor_find_nan(const qkv_tensor *t) {
+    if (!t || t->dtype != QKV_F32 || !t->data || !qkv_is_contiguous(t)) return -1;
+    const float *x = t->data;
+    int64_t n = qkv_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] != x[i]) return i;
+    return -1;
+}
+
+qkv_tensor *qkv_params_find_nan(const qkv_params *p, int64_t *index) {
+    for (int i = 0; p && i < p->n; i++) {
+        int64_t k = qkv_tensor_find_nan(p->t[i]);
+        if (k >= 0) {
+            if (index) *index = k;
+            return p->t[i];
+        }
+    }
+    return NULL;
+}

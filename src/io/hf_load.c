@@ -253,7 +253,11 @@ qkv_hf_model *qkv_hf_load(const char *dir) {
     if (hf_check_declared(&cfg, cfg_path, path)) return NULL;
     qkv_hf_model *m = qkv_hf_model_new(&cfg);
     if (!m) return NULL;
-    if (qkv_hf_model_load_weights(m, path)) {
+    int64_t at = -1;
+    const qkv_tensor *bad = NULL;
+    if (qkv_hf_model_load_weights(m, path) ||
+        ((bad = qkv_params_find_nan(qkv_hf_params(m), &at)) &&
+         qkv_error_set(QKV_ERR_FORMAT, "%s: weight '%s' holds NaN (element %lld)", path, bad->name, (long long)at))) {
         qkv_hf_free(m);
         return NULL;
     }

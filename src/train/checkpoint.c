@@ -147,6 +147,14 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
         qkv_tensor *t = qkv_optim_state_at(opt, i);
         st = qkv_st_read_into(f, t->name, t);
     }
+    /* A NaN read into a model shows only later, as nan losses and blank attention maps: name the tensor now. */
+    int64_t at = -1;
+    const qkv_tensor *bad = st == QKV_OK ? qkv_params_find_nan(params, &at) : NULL;
+    for (int i = 0; st == QKV_OK && !bad && opt && i < qkv_optim_state_count(opt); i++)
+        if ((at = qkv_tensor_find_nan(qkv_optim_state_at(opt, i))) >= 0) bad = qkv_optim_state_at(opt, i);
+    if (bad)
+        st = qkv_error_set(QKV_ERR_FORMAT, "%s: tensor '%s' holds NaN (element %lld): a corrupt checkpoint, or one "
+                           "saved after training diverged", path, bad->name, (long long)at);
     if (st == QKV_OK && opt) qkv_optim_set_steps(opt, (long)v);
     if (st == QKV_OK && state) {
         state->step = (long)step;

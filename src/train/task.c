@@ -141,6 +141,10 @@ static qkv_status save_lines(const char *path, char *const *lines, int n) {
 static qkv_status load_labels(task *t, const char *path) {
     qkv_dataset *d = qkv_data_read_all(path, NULL);
     if (!d) return qkv_last_status();
+    if (d->n_rows == 0) {
+        qkv_dataset_free(d);
+        return qkv_error_set(QKV_ERR_FORMAT, "%s: no labels (the run's classes, one a line, written by training)", path);
+    }
     t->labels = calloc(d->n_rows ? d->n_rows : 1, sizeof *t->labels);
     qkv_status st = t->labels ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++) {
@@ -177,8 +181,12 @@ static qkv_status word_vocab(task *t, const cJSON *cfg, const qkv_dataset *train
     return st;
 }
 
-static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *path, bool fresh) {
+static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *train_path, const char *path,
+                                 bool fresh) {
     if (!fresh) return load_labels(t, path);
+    for (size_t i = 0; i < train->n_rows; i++)
+        if (!train->rows[i].fields[0][0])
+            return qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: empty label", train_path, (long long)train->rows[i].line);
     char **all = malloc(sizeof *all * (train->n_rows ? train->n_rows : 1));
     if (!all) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < train->n_rows; i++) all[i] = train->rows[i].fields[0];
@@ -186,10 +194,7 @@ static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *
     int n = 0;
     for (size_t i = 0; i < train->n_rows; i++)
         if (n == 0 || strcmp(all[n - 1], all[i])) all[n++] = all[i];
-    qkv_status st = QKV_OK;
-    for (int i = 0; i < n && st == QKV_OK; i++)
-        if (!all[i][0]) st = qkv_error_set(QKV_ERR_FORMAT, "training data has an empty label");
-    if (st == QKV_OK) st = save_lines(path, all, n);
+    qkv_status st = save_lines(path, all, n);
     free(all);
     return st == QKV_OK ? load_labels(t, path) : st;
 }
@@ -300,6 +305,14 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word and bpe tokenizers");
     if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
+    /* Only bpe, wordpiece and shards read them: anywhere else a given file (existing or not) would be ignored. */
+    for (int k = 0; !t->shard && t->tok != TOK_BPE && k < 2; k++) {
+        const char *key = k ? "data.merges_file" : "data.vocab_file";
+        if (*qkv_config_str(cfg, key, "") && (k || t->tok != TOK_WORDPIECE))
+            return qkv_error_set(QKV_ERR_INVALID, "%s: the %s tokenizer reads no such file (set data.tokenizer to %s)",
+                                 key, t->tok == TOK_CHAR ? "char" : t->tok == TOK_WORDPIECE ? "wordpiece" : "word",
+                                 k ? "bpe" : "bpe or wordpiece");
+    }
 
     if (t->shard) {
         qkv_shard *s = qkv_shard_open(train_path);
@@ -317,7 +330,7 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
     char *vocab_path = join(dir, "vocab.txt"), *tgt_path = join(dir, "tgt_vocab.txt"),
          *label_path = join(dir, "labels.txt");
     if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, label_path, fresh);
+    if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, train_path, label_path, fresh);
     if (st == QKV_OK) {
         switch (t->tok) {
         case TOK_WORD:

@@ -1,6 +1,8 @@
 /* qkv tokenize: encode, decode, learn a BPE, and write token shards. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,9 +118,17 @@ static int tokenize_encode(int argc, char **argv, bool decode) {
             for (const char *p = s; ids;) {
                 while (*p == ' ' || *p == '\t') p++;
                 if (!*p) break;
+                errno = 0;
                 long v = strtol(p, &end, 10);
                 if (end == p) {
                     rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: '%s' is not a token id", path, l + 1, p);
+                    break;
+                }
+                /* Out of int32's range (99999999999999999999, -5): named as written, not as what a cast makes. */
+                if (errno == ERANGE || v < 0 || v > INT32_MAX) {
+                    size_t vocab = t.bpe ? qkv_bpe_vocab_size(t.bpe) : qkv_wordpiece_vocab_size(t.wp);
+                    rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: token id %.*s is outside the vocabulary (0..%zu)",
+                                   path, l + 1, (int)(end - p), p, vocab - 1);
                     break;
                 }
                 if (n == cap) ids = realloc(ids, sizeof *ids * (cap *= 2));
@@ -278,6 +288,11 @@ static int tokenize_train(int argc, char **argv) {
     char vj[4096], mg[4096];
     snprintf(vj, sizeof vj, "%s/vocab.json", dir);
     snprintf(mg, sizeof mg, "%s/merges.txt", dir);
+    size_t text_bytes = 0;
+    for (size_t i = 0; i < total; i++) text_bytes += lens ? lens[i] : 0;
+    if (rc == CLI_OK && text_bytes == 0)
+        fprintf(stderr, "qkv tokenize: warning: the input files hold no text: the vocabulary has only the 256 bytes "
+                        "(and specials), no merges\n");
     const char *specials[] = {"<|endoftext|>", NULL};
     if (rc == CLI_OK && qkv_bpe_train(texts, lens, total, (size_t)vocab, min_freq, specials, vj, mg) != QKV_OK)
         rc = cli_error("tokenize", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
