@@ -166,6 +166,8 @@ if [ -c /dev/zero ]; then
   expect_msg "wordpiece vocabulary: /dev/zero fails fast" 2 'dev/zero: more than a tokenizer file may have' \
     timeout 20 "$QKV" tokenize encode --wordpiece /dev/zero hello
   expect_msg "config: /dev/zero fails fast" 2 'dev/zero: too large' timeout 20 "$QKV" config check /dev/zero
+  expect_msg "standard input from /dev/zero fails fast" 2 'standard input: a line longer' \
+    sh -c 'timeout 20 "$1" bleu -r "$2" </dev/zero' _ "$QKV" "$T/small.txt"
 fi
 if [ -n "$DATA" ]; then
   expect_msg "embeddings.pretrained: a directory" 2 'embeddings\.pretrained: .*adir: is a directory' \
