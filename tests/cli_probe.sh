@@ -220,6 +220,9 @@ gpt_run() { # run shard [--set ...]
 expect_rc "train from a noted shard" 0 gpt_run "$T/r6a" "$T/s6/noted.tok"
 expect_rc "its run generates from text" 0 "$QKV" generate --run "$T/r6a" --max-tokens 3 "the quick"
 expect_rc "its run shows attention for text" 0 "$QKV" attend --run "$T/r6a" -o "$T/r6a.html" "the quick"
+expect_rc "generate --view creates missing parents" 0 \
+  "$QKV" generate --run "$T/r6a" --max-tokens 2 --view "$T/views/deep/g.html" "the quick"
+[ -s "$T/views/deep/g.html" ] && ok "generate's view written" || bad "generate's view written"
 expect_rc "train from a bare shard" 0 gpt_run "$T/r6b" "$T/s6/bare.tok"
 for c in generate attend viz; do
   expect_msg "$c on an ids-only run says so and names the flags" 2 \

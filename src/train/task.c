@@ -305,8 +305,9 @@ qkv_status task_prepare(task *t, const cJSON *cfg, const char *task_name, const 
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word and bpe tokenizers");
     if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
-    /* Only bpe, wordpiece and shards read them: anywhere else a given file (existing or not) would be ignored. */
-    for (int k = 0; !t->shard && t->tok != TOK_BPE && k < 2; k++) {
+    /* Only bpe, wordpiece and shards read them: anywhere else a given file (existing or not) would be ignored. Runs
+     * made before this check open as they did. */
+    for (int k = 0; fresh && !t->shard && t->tok != TOK_BPE && k < 2; k++) {
         const char *key = k ? "data.merges_file" : "data.vocab_file";
         if (*qkv_config_str(cfg, key, "") && (k || t->tok != TOK_WORDPIECE))
             return qkv_error_set(QKV_ERR_INVALID, "%s: the %s tokenizer reads no such file (set data.tokenizer to %s)",

@@ -121,6 +121,7 @@ static int run(int argc, char **argv) {
         rc = cli_error("translate", CLI_INPUT, "--view: %s", qkv_last_error());
         goto done;
     }
+    if (view && (rc = cli_prepare_out("translate", view, false)) != CLI_OK) goto done;
     if (!(lines = cli_read_lines("translate", path))) {
         rc = CLI_INPUT;
         goto done;
