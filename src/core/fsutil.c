@@ -175,6 +175,10 @@ char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line
             break;
         }
         if (got < want) break;
+        /* A regular file read to its known size: look for more before growing the buffer to twice the file. */
+        int c = S_ISREG(sb.st_mode) ? fgetc(f) : 0;
+        if (c == EOF) break;
+        if (S_ISREG(sb.st_mode)) ungetc(c, f);
     }
     if (st == QKV_OK && ferror(f)) st = qkv_error_set(QKV_ERR_IO, "%s: read error: %s", path, strerror(errno));
     fclose(f);
