@@ -141,7 +141,7 @@ if [ -n "$DATA" ]; then
   cp "$T/emb.json" "$T/kill.json"
   sed -i 's|"steps": 40|"steps": 100000|; s|"checkpoint_every": 20|"checkpoint_every": 1|' "$T/kill.json"
   "$QKV" train --config "$T/kill.json" --run "$T/rk" --quiet >/dev/null 2>&1 & w=$!
-  for _ in $(seq 1 100); do ls "$T/rk" 2>/dev/null | grep -q 'ckpt-' && break; sleep 0.1; done
+  for _ in $(seq 1 600); do ls "$T/rk" 2>/dev/null | grep -q 'ckpt-[0-9]*\.safetensors$' && break; sleep 0.1; done
   sleep 0.5; kill -9 "$w"; wait "$w" 2>/dev/null
   echo x >"$T/rk/ckpt-1.safetensors.tmp.$w" # in case the kill did not land inside a write
   expect_rc "resume after kill -9" 0 "$QKV" train --resume --run "$T/rk" --set train.checkpoint_every=1000000 \
