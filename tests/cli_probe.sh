@@ -132,6 +132,10 @@ if [ -n "$DATA" ]; then
   echo x >"$R/config.json.tmp.$dead"
   sleep 60 & live=$!
   echo x >"$R/ckpt-99.safetensors.tmp.$live"
+  before=$(dirsum "$R")
+  expect_rc "a failing resume next to stale temporaries" 2 "$QKV" train --resume --run "$R" --set model.dim=8 --quiet
+  [ "$(dirsum "$R")" = "$before" ] && ok "...leaves them (and everything else) as they were" ||
+    bad "a failing resume changed the run"
   expect_rc "resume next to stale temporaries" 0 "$QKV" train --resume --run "$R" --set train.steps=80 --quiet
   [ ! -e "$R/ckpt-80.safetensors.tmp.$dead" ] && [ ! -e "$R/config.json.tmp.$dead" ] &&
     ok "stale temporaries of a dead writer removed" || bad "stale temporaries left: $(ls "$R" | grep tmp)"

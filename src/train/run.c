@@ -214,7 +214,6 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     qkv_status st = QKV_OK;
     if (qkv_fs_mkdirs(dir) != QKV_OK)
         st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, train_last_error());
-    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir, NULL); /* left by writers that were killed mid-write */
     long newest = run_newest_checkpoint(dir);
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
@@ -250,8 +249,10 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
         free(p);
     }
-    /* Last, once every check passed: a failed command leaves the run's config as it was. */
+    /* Last, once every check passed, so a failed command leaves the run directory as it was: the config, and the
+     * cleanup of temporaries that writers killed mid-write (kill -9, a crash) left. */
     if (st == QKV_OK) st = write_config(dir, r->cfg);
+    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir, NULL);
     if (st != QKV_OK) {
         qkv_run_free(r);
         return NULL;
