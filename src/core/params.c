@@ -10,7 +10,14 @@
 struct qkv_params {
     qkv_tensor **t;
     int n, cap;
+    qkv_params_check_fn check;
+    void *check_user;
 };
+
+void qkv_params_set_check(qkv_params *p, qkv_params_check_fn fn, void *user) {
+    p->check = fn;
+    p->check_user = user;
+}
 
 qkv_params *qkv_params_new(void) {
     qkv_params *p = calloc(1, sizeof *p);
@@ -51,6 +58,7 @@ static qkv_tensor *add(qkv_params *p, const char *prefix, const char *name, int 
         p->t = t;
         p->cap = cap;
     }
+    if (p->check && p->check(p->check_user, full, ndim, shape) != QKV_OK) return NULL;
     qkv_tensor *t = qkv_tensor_new(QKV_F32, ndim, shape);
     if (!t) return NULL;
     qkv_tensor_set_name(t, full);
@@ -86,4 +94,24 @@ int64_t qkv_params_numel(const qkv_params *p) {
 
 void qkv_params_zero_grad(qkv_params *p) {
     for (int i = 0; i < p->n; i++) qkv_tensor_zero_grad(p->t[i]);
+}
+
+int64_t qkv_tensor_find_nan(const qkv_tensor *t) {
+    if (!t || t->dtype != QKV_F32 || !t->data || !qkv_is_contiguous(t)) return -1;
+    const float *x = t->data;
+    int64_t n = qkv_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] != x[i]) return i;
+    return -1;
+}
+
+qkv_tensor *qkv_params_find_nan(const qkv_params *p, int64_t *index) {
+    for (int i = 0; p && i < p->n; i++) {
+        int64_t k = qkv_tensor_find_nan(p->t[i]);
+        if (k >= 0) {
+            if (index) *index = k;
+            return p->t[i];
+        }
+    }
+    return NULL;
 }

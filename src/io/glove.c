@@ -9,6 +9,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "qkv/fsutil.h"
 #include "qkv/params.h"
 
 struct qkv_vectors {
@@ -20,46 +21,10 @@ struct qkv_vectors {
 
 /* ---- Reading ---------------------------------------------------------------------------------------------- */
 
-/* The whole file, NUL-terminated (so strtof never runs off the end). */
+/* The whole file, NUL-terminated (so strtof never runs off the end). Text vectors have lines of a few KB: a device
+ * or pipe without line breaks (/dev/zero) is refused after 1 MiB instead of filling memory. */
 static char *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        if (len > 0) cap = (size_t)len + 1;
-        rewind(f);
-    }
-    for (;;) {
-        if (!buf || n + 1 >= cap) {
-            size_t ncap = !cap ? (size_t)1 << 16 : buf ? cap * 2 : cap;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                qkv_error_set(QKV_ERR_NOMEM, "%s: out of memory reading the file", path);
-                return NULL;
-            }
-            buf = nb, cap = ncap;
-        }
-        size_t want = cap - 1 - n, got = fread(buf + n, 1, want, f);
-        n += got;
-        if (got < want) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        qkv_error_set(QKV_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *size = n;
-    return buf;
+    return qkv_fs_read_capped(path, (uint64_t)64 << 30, (uint64_t)1 << 20, "vectors file", size);
 }
 
 /* Growing row storage while parsing. */

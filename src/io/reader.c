@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "io/data_internal.h"
+#include "qkv/fsutil.h"
 
 #define CHUNK ((size_t)1 << 16)
 
@@ -43,6 +44,7 @@ qkv_reader *qkv_reader_open(const char *path, const qkv_data_opts *opts) {
         qkv_error_set(QKV_ERR_INVALID, "qkv_reader_open: path is NULL");
         return NULL;
     }
+    if (qkv_fs_check_not_dir(path, "data file") != QKV_OK) return NULL;
     qkv_reader *r = reader_new(path, opts);
     if (!r) return NULL;
     r->f = fopen(path, "rb");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qkv/fsutil.h"
 #include "qkv/hf.h"
 
 const char *qkv_hf_arch_name(qkv_hf_arch arch) {
@@ -165,6 +166,7 @@ qkv_status qkv_hf_config_parse(const char *json, const char *what, qkv_hf_config
 
 qkv_status qkv_hf_config_load(const char *path, qkv_hf_config *cfg) {
     if (!path) return qkv_error_set(QKV_ERR_INVALID, "hf config: path is NULL");
+    if (qkv_fs_check_not_dir(path, "config file") != QKV_OK) return qkv_last_status();
     FILE *f = fopen(path, "rb");
     if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot open", path);
     char *buf = NULL;

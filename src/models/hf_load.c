@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_check.h"
 #include "models/hf_internal.h"
 #include "qkv/safetensors.h"
 
@@ -233,8 +234,6 @@ qkv_hf_model *qkv_hf_load(const char *dir) {
     qkv_hf_config cfg;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (qkv_hf_config_load(path, &cfg)) return NULL;
-    qkv_hf_model *m = qkv_hf_model_new(&cfg);
-    if (!m) return NULL;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -244,11 +243,21 @@ qkv_hf_model *qkv_hf_load(const char *dir) {
     if (!f) {
         qkv_error_set(QKV_ERR_IO, "%s: neither model.safetensors nor model.safetensors.index.json found (only "
                       "safetensors checkpoints are read, not pytorch_model.bin)", dir);
-        qkv_hf_free(m);
         return NULL;
     }
     fclose(f);
-    if (qkv_hf_model_load_weights(m, path)) {
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    /* The declared sizes against the weights' headers first: a config.json claiming a vocabulary of 1e9 is an
+     * error naming the key, not an out-of-memory building the model. */
+    if (qkv__hf_check_declared(&cfg, cfg_path, path)) return NULL;
+    qkv_hf_model *m = qkv_hf_model_new(&cfg);
+    if (!m) return NULL;
+    int64_t at = -1;
+    const qkv_tensor *bad = NULL;
+    if (qkv_hf_model_load_weights(m, path) ||
+        ((bad = qkv_params_find_nan(qkv_hf_params(m), &at)) &&
+         qkv_error_set(QKV_ERR_FORMAT, "%s: weight '%s' holds NaN (element %lld)", path, bad->name, (long long)at))) {
         qkv_hf_free(m);
         return NULL;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "qkv/fsutil.h"
 #include "qkv/text.h"
 #include "text/text_internal.h"
 
@@ -281,32 +282,9 @@ bool qkv__buf_put(qkv__buf *b, const void *p, size_t n) {
 }
 
 char *qkv__read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    qkv__buf b = {0};
-    char tmp[65536];
-    size_t k;
-    while ((k = fread(tmp, 1, sizeof tmp, f)) > 0) {
-        if (!qkv__buf_put(&b, tmp, k)) {
-            fclose(f);
-            free(b.p);
-            return NULL;
-        }
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b.p);
-        qkv_error_set(QKV_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    if (!b.p && !qkv__buf_reserve(&b, 0)) return NULL;
-    b.p[b.n] = '\0';
-    *len = b.n;
-    return b.p;
+    /* Tokenizer files (vocab.txt, vocab.json, merges.txt) are at most tens of MB; a wrong path such as /dev/zero
+     * stops at the cap instead of filling memory. */
+    return qkv_fs_read_capped(path, (uint64_t)256 << 20, 0, "tokenizer file", len);
 }
 
 bool qkv__is_bert_punct(int32_t cp) {

@@ -1,4 +1,5 @@
 /* Checkpoints on top of safetensors: tensors by name, training state as metadata strings. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,16 +49,20 @@ qkv_status qkv_checkpoint_save_ex(const char *path, const qkv_params *params, co
     return st;
 }
 
-static bool meta_u64(const qkv_st_file *f, const char *key, uint64_t *out) {
+/* An integer in [0, max]; strtoull alone would take "-5" as 2^64 - 5, which a resumed run then uses as a step, an
+ * epoch or an index. */
+static bool meta_u64(const qkv_st_file *f, const char *key, uint64_t max, uint64_t *out) {
     const char *v = qkv_st_metadata(f, key);
     char *end;
     if (!v) {
         qkv_error_set(QKV_ERR_FORMAT, "%s: checkpoint metadata has no '%s'", qkv_st_path(f), key);
         return false;
     }
+    errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '\0' || *end) {
-        qkv_error_set(QKV_ERR_FORMAT, "%s: metadata '%s' = '%s' is not a number", qkv_st_path(f), key, v);
+    if (*v < '0' || *v > '9' || *end || errno == ERANGE || x > max) {
+        qkv_error_set(QKV_ERR_FORMAT, "%s: metadata '%s' = '%s' is not an integer in [0, %" PRIu64 "]",
+                      qkv_st_path(f), key, v, max);
         return false;
     }
     *out = x;
@@ -126,11 +131,13 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
     }
     /* Metadata next, still before any tensor is touched. */
     uint64_t v = 0, step = 0, seed = 0, counter = 0, epoch = 0, pos = 0;
-    if (st == QKV_OK && opt && !meta_u64(f, "qkv.optim_steps", &v)) st = qkv_last_status();
+    /* Steps, epochs and positions become longs and int64 indices: at most 2^62 keeps their arithmetic exact. */
+    const uint64_t count_max = (uint64_t)1 << 62;
+    if (st == QKV_OK && opt && !meta_u64(f, "qkv.optim_steps", count_max, &v)) st = qkv_last_status();
     if (st == QKV_OK && state &&
-        !(meta_u64(f, "qkv.step", &step) && meta_u64(f, "qkv.rng_seed", &seed) &&
-          meta_u64(f, "qkv.rng_counter", &counter) && meta_u64(f, "qkv.data_epoch", &epoch) &&
-          meta_u64(f, "qkv.data_pos", &pos)))
+        !(meta_u64(f, "qkv.step", count_max, &step) && meta_u64(f, "qkv.rng_seed", UINT64_MAX, &seed) &&
+          meta_u64(f, "qkv.rng_counter", UINT64_MAX, &counter) && meta_u64(f, "qkv.data_epoch", count_max, &epoch) &&
+          meta_u64(f, "qkv.data_pos", count_max, &pos)))
         st = qkv_last_status();
     for (int i = 0; st == QKV_OK && i < qkv_params_count(params); i++) {
         qkv_tensor *t = qkv_params_at(params, i);
@@ -140,6 +147,14 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
         qkv_tensor *t = qkv_optim_state_at(opt, i);
         st = qkv_st_read_into(f, t->name, t);
     }
+    /* A NaN read into a model shows only later, as nan losses and blank attention maps: name the tensor now. */
+    int64_t at = -1;
+    const qkv_tensor *bad = st == QKV_OK ? qkv_params_find_nan(params, &at) : NULL;
+    for (int i = 0; st == QKV_OK && !bad && opt && i < qkv_optim_state_count(opt); i++)
+        if ((at = qkv_tensor_find_nan(qkv_optim_state_at(opt, i))) >= 0) bad = qkv_optim_state_at(opt, i);
+    if (bad)
+        st = qkv_error_set(QKV_ERR_FORMAT, "%s: tensor '%s' holds NaN (element %lld): a corrupt checkpoint, or one "
+                           "saved after training diverged", path, bad->name, (long long)at);
     if (st == QKV_OK && opt) qkv_optim_set_steps(opt, (long)v);
     if (st == QKV_OK && state) {
         state->step = (long)step;

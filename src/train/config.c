@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qkv/config.h"
+#include "qkv/fsutil.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
 #include "train_internal.h"
@@ -134,6 +135,7 @@ static cJSON *parse_text(const char *name, const char *text, size_t len) {
 cJSON *qkv_config_parse(const char *name, const char *text) { return parse_text(name, text, strlen(text)); }
 
 cJSON *qkv_config_read(const char *path) {
+    if (qkv_fs_check_not_dir(path, "config file") != QKV_OK) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
         qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

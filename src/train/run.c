@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "qkv/config.h"
+#include "qkv/fsutil.h"
 #include "qkv/metrics.h"
 #include "qkv/safetensors.h"
 #include "train_internal.h"
@@ -37,12 +38,21 @@ long qkv__run_newest_checkpoint(const char *dir) {
     return best;
 }
 
-static qkv_status write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    bool bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
-    if (fclose(f) || bad) return qkv_error_set(QKV_ERR_IO, "%s: write error", path);
-    return QKV_OK;
+static qkv_status write_config(const char *dir, const cJSON *cfg) {
+    char *path = path_in(dir, "config.json");
+    char *pretty = qkv_config_print(cfg);
+    size_t n = pretty ? strlen(pretty) : 0;
+    char *text = pretty ? realloc(pretty, n + 2) : NULL;
+    qkv_status st = path && text ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (st == QKV_OK) {
+        text[n] = '\n';
+        st = qkv_fs_write_atomic(path, text, n + 1);
+    } else if (!text) {
+        free(pretty);
+    }
+    free(text);
+    free(path);
+    return st;
 }
 
 static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
@@ -70,7 +80,7 @@ static qkv_run *run_alloc(const char *dir, const cJSON *cfg) {
 
 /* Model, parameters and context. Seeds: the model's initialisation draws from Philox(seed), dropout from
  * Philox(seed + 1), data order from Philox(seed + 2), so changing one never shifts the others. */
-static qkv_status build_model(qkv_run *r) {
+static qkv_status build_model_with(qkv_run *r, qkv_params_check_fn check, void *user) {
     uint64_t seed = (uint64_t)r->set.seed;
     qkv_task_info info;
     qkv__task_info(&r->task, &info);
@@ -79,12 +89,46 @@ static qkv_status build_model(qkv_run *r) {
     r->params = qkv_params_new();
     r->ctx = qkv_ctx_new();
     if (!r->params || !r->ctx) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    qkv_params_set_check(r->params, check, user);
     r->model = r->type->create(cJSON_GetObjectItemCaseSensitive(r->cfg, "model"), &info, r->params, &init);
+    qkv_params_set_check(r->params, NULL, NULL);
     if (!r->model) return qkv_last_status();
     qkv_rng_init(qkv_ctx_rng(r->ctx), seed + 1);
     r->state.rng = *qkv_ctx_rng(r->ctx);
     r->data_seed = seed + 2;
     return QKV_OK;
+}
+
+/* The model a config describes, each parameter's shape compared with the checkpoint it will load (when there is
+ * one) before its memory is allocated: a config whose sizes do not match its checkpoint (d_model 4096 instead of 64)
+ * fails at once, not after building gigabytes of model. */
+typedef struct {
+    qkv_st_file *f;
+    const char *config; /* names the config in messages */
+} shape_ref;
+
+static qkv_status check_declared(void *user, const char *name, int ndim, const int64_t *shape) {
+    const shape_ref *ref = user;
+    const char *dtype;
+    qkv_tensor have = {0}, want = {.ndim = ndim};
+    if (qkv_st_find(ref->f, name) < 0 || qkv_st_info(ref->f, name, &dtype, &have.ndim, have.shape) != QKV_OK)
+        return QKV_OK; /* absent tensors are reported by the checkpoint loader, all together */
+    memcpy(want.shape, shape, sizeof *shape * (size_t)ndim);
+    bool same = have.ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = have.shape[d] == shape[d];
+    if (same) return QKV_OK;
+    char a[96], b[96];
+    return qkv_error_set(QKV_ERR_FORMAT, "%s: tensor '%s' has shape %s but the model needs %s (the model of %s: "
+                         "the config does not match the checkpoint)", qkv_st_path(ref->f), name,
+                         qkv_shape_str(&have, a, sizeof a), qkv_shape_str(&want, b, sizeof b), ref->config);
+}
+
+static qkv_status build_model_for(qkv_run *r, const char *checkpoint, const char *config) {
+    shape_ref ref = {.f = checkpoint ? qkv_st_open(checkpoint) : NULL, .config = config};
+    if (checkpoint && !ref.f) return qkv_last_status();
+    qkv_status st = build_model_with(r, ref.f ? check_declared : NULL, &ref);
+    qkv_st_close(ref.f);
+    return st;
 }
 
 static qkv_status build_optimiser(qkv_run *r) {
@@ -116,6 +160,19 @@ static qkv_status build_optimiser(qkv_run *r) {
     return QKV_OK;
 }
 
+/* A counter of the 'qkv.loop' metadata: an integer in [lo, 2^62] (lo when absent); anything else is refused, naming
+ * the key, instead of becoming a huge or negative count through a cast. */
+static long loop_count(const cJSON *j, const char *key, long lo, const char *path, qkv_status *st) {
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    if (!v) return lo;
+    double x = cJSON_GetNumberValue(v);
+    if (cJSON_IsNumber(v) && x >= (double)lo && x <= 0x1p62 && x == floor(x)) return (long)x;
+    if (*st == QKV_OK)
+        *st = qkv_error_set(QKV_ERR_FORMAT, "%s: metadata 'qkv.loop' key '%s' is not an integer in [%ld, 2^62]", path,
+                            key, lo);
+    return lo;
+}
+
 static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
     qkv_st_file *f = qkv_st_open(path);
     if (!f) return qkv_last_status();
@@ -130,10 +187,10 @@ static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
         const char *acc = cJSON_GetStringValue(cJSON_GetObjectItem(j, "acc_loss"));
         loop->best = best ? strtod(best, NULL) : NAN;
         loop->acc_loss = acc ? strtod(acc, NULL) : 0;
-        loop->best_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "best_step"));
-        loop->bad_evals = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "bad_evals"));
-        loop->acc_steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "acc_steps"));
-        loop->nonfinite_skips = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "nonfinite_skips"));
+        loop->best_step = loop_count(j, "best_step", -1, path, &st);
+        loop->bad_evals = loop_count(j, "bad_evals", 0, path, &st);
+        loop->acc_steps = loop_count(j, "acc_steps", 0, path, &st);
+        loop->nonfinite_skips = loop_count(j, "nonfinite_skips", 0, path, &st);
         if (!best || !acc) st = qkv_error_set(QKV_ERR_FORMAT, "%s: 'qkv.loop' metadata is incomplete", path);
     }
     cJSON_Delete(j);
@@ -150,20 +207,14 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (!r) return NULL;
     r->type = type;
     qkv_status st = QKV_OK;
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, strerror(errno));
+    if (qkv_fs_mkdirs(dir) != QKV_OK)
+        st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, qkv_last_error());
     long newest = qkv__run_newest_checkpoint(dir);
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
                            "directory)", dir);
     if (st == QKV_OK && resume && newest < 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
-    char *cfg_path = path_in(dir, "config.json");
-    char *pretty = qkv_config_print(r->cfg);
-    if (st == QKV_OK && (!cfg_path || !pretty)) st = qkv_last_status();
-    if (st == QKV_OK) st = write_text(cfg_path, pretty);
-    free(cfg_path);
-    free(pretty);
     if (st == QKV_OK) st = qkv__run_pretrained_check(r);
     if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
     if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
@@ -173,7 +224,13 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         st = qkv__task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
     }
-    if (st == QKV_OK) st = build_model(r);
+    if (st == QKV_OK) {
+        char name[64];
+        snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
+        char *from = resume ? path_in(dir, name) : NULL;
+        st = resume && !from ? qkv_last_status() : build_model_for(r, from, "the config given");
+        free(from);
+    }
     /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
     if (st == QKV_OK) st = qkv__run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
@@ -187,6 +244,10 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
         free(p);
     }
+    /* Last, once every check passed, so a failed command leaves the run directory as it was: the config, and the
+     * cleanup of temporaries that writers killed mid-write (kill -9, a crash) left. */
+    if (st == QKV_OK) st = write_config(dir, r->cfg);
+    if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir, NULL);
     if (st != QKV_OK) {
         qkv_run_free(r);
         return NULL;
@@ -209,7 +270,6 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
     if (!r) return NULL;
     r->type = type;
     qkv_status st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, false);
-    if (st == QKV_OK) st = build_model(r);
     char *ck = NULL;
     if (st == QKV_OK) {
         if (checkpoint) {
@@ -228,6 +288,9 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
         }
         if (st == QKV_OK && !ck) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     }
+    char *cfg_name = st == QKV_OK ? path_in(dir, "config.json") : NULL;
+    if (st == QKV_OK) st = cfg_name ? build_model_for(r, ck, cfg_name) : qkv_last_status();
+    free(cfg_name);
     if (st == QKV_OK && qkv_checkpoint_load(ck, r->params, NULL, &r->state, NULL) != QKV_OK) {
         /* Weights without training state (exported, or written by other tools) are fine for scoring. */
         char first[1024];

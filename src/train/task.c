@@ -107,6 +107,7 @@ static qkv_status encode(task *t, bool target, const char *text, size_t len, int
 }
 
 qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
     return encode(t, false, text, len, ids, n);
 }
 
@@ -140,6 +141,10 @@ static qkv_status save_lines(const char *path, char *const *lines, int n) {
 static qkv_status load_labels(task *t, const char *path) {
     qkv_dataset *d = qkv_data_read_all(path, NULL);
     if (!d) return qkv_last_status();
+    if (d->n_rows == 0) {
+        qkv_dataset_free(d);
+        return qkv_error_set(QKV_ERR_FORMAT, "%s: no labels (the run's classes, one a line, written by training)", path);
+    }
     t->labels = calloc(d->n_rows ? d->n_rows : 1, sizeof *t->labels);
     qkv_status st = t->labels ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++) {
@@ -176,8 +181,12 @@ static qkv_status word_vocab(task *t, const qkv_run_settings *rs, const qkv_data
     return st;
 }
 
-static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *path, bool fresh) {
+static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *train_path, const char *path,
+                                 bool fresh) {
     if (!fresh) return load_labels(t, path);
+    for (size_t i = 0; i < train->n_rows; i++)
+        if (!train->rows[i].fields[0][0])
+            return qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: empty label", train_path, (long long)train->rows[i].line);
     char **all = malloc(sizeof *all * (train->n_rows ? train->n_rows : 1));
     if (!all) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < train->n_rows; i++) all[i] = train->rows[i].fields[0];
@@ -185,10 +194,7 @@ static qkv_status prepare_labels(task *t, const qkv_dataset *train, const char *
     int n = 0;
     for (size_t i = 0; i < train->n_rows; i++)
         if (n == 0 || strcmp(all[n - 1], all[i])) all[n++] = all[i];
-    qkv_status st = QKV_OK;
-    for (int i = 0; i < n && st == QKV_OK; i++)
-        if (!all[i][0]) st = qkv_error_set(QKV_ERR_FORMAT, "training data has an empty label");
-    if (st == QKV_OK) st = save_lines(path, all, n);
+    qkv_status st = save_lines(path, all, n);
     free(all);
     return st == QKV_OK ? load_labels(t, path) : st;
 }
@@ -303,13 +309,22 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word and bpe tokenizers");
     if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
+    /* Only bpe, wordpiece and shards read them: anywhere else a given file (existing or not) would be ignored. Runs
+     * made before this check open as they did. */
+    for (int k = 0; fresh && !t->shard && t->tok != TOK_BPE && k < 2; k++) {
+        const char *key = k ? "data.merges_file" : "data.vocab_file";
+        if (*qkv_config_str(cfg, key, "") && (k || t->tok != TOK_WORDPIECE))
+            return qkv_error_set(QKV_ERR_INVALID, "%s: the %s tokenizer reads no such file (set data.tokenizer to %s)",
+                                 key, t->tok == TOK_CHAR ? "char" : t->tok == TOK_WORDPIECE ? "wordpiece" : "word",
+                                 k ? "bpe" : "bpe or wordpiece");
+    }
 
     if (t->shard) {
         qkv_shard *s = qkv_shard_open(train_path);
         if (!s) return qkv_last_status();
         t->vocab_size = (int64_t)qkv_shard_vocab(s);
         qkv_shard_close(s);
-        return QKV_OK;
+        return qkv__task_shard_tokenizer(t, cfg, train_path, dir, fresh);
     }
     /* The training file is read only to build tokenizers and labels. */
     qkv_dataset *train = NULL;
@@ -320,7 +335,7 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     char *vocab_path = join(dir, "vocab.txt"), *tgt_path = join(dir, "tgt_vocab.txt"),
          *label_path = join(dir, "labels.txt");
     if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, label_path, fresh);
+    if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, train_path, label_path, fresh);
     if (st == QKV_OK) {
         switch (t->tok) {
         case TOK_WORD:
@@ -526,7 +541,8 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
-    if (t->kind == TASK_SEQ2SEQ || t->shard)
+    if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
+    if (t->kind == TASK_SEQ2SEQ)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];

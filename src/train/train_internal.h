@@ -67,6 +67,10 @@ void qkv__task_info(const task *t, qkv_task_info *info);
 /* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
  * malloc'd (NULL when *n == 0). */
 qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
+/* Token shards: the tokenizer the shards were made with, when known (shard_tokenizer.c); the error of a run without
+ * one asked to encode text. */
+qkv_status qkv__task_shard_tokenizer(task *t, const struct cJSON *cfg, const char *shard, const char *run_dir, bool fresh);
+qkv_status qkv__task_no_tokenizer(void);
 /* Text of seq2seq target ids (*text malloc'd): <s>, </s> and <pad> skipped; word tokens joined by spaces, BPE
  * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
 qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);

@@ -135,9 +135,16 @@ cli_lines *cli_read_lines(const char *cmd, const char *path) {
     qkv_reader *r = NULL;
     char *buf = NULL;
     if (!strcmp(path, "-")) { /* slurp stdin, then read it like a file */
-        size_t cap = 1 << 16, len = 0, got;
+        size_t cap = 1 << 16, len = 0, got, line = 0;
         buf = malloc(cap);
         while (buf && (got = fread(buf + len, 1, cap - len, stdin)) > 0) {
+            /* The same line limit as files (the reader's), checked while slurping: < /dev/zero fails at once. */
+            for (size_t i = len; i < len + got; i++) line = buf[i] == '\n' ? 0 : line + 1;
+            if (line > ((size_t)1 << 20)) {
+                free(buf);
+                cli_error(cmd, CLI_INPUT, "standard input: a line longer than 1048576 bytes");
+                return NULL;
+            }
             len += got;
             if (len == cap) {
                 char *nb = realloc(buf, cap *= 2);

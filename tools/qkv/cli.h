@@ -64,4 +64,12 @@ typedef struct cli_lines {
 } cli_lines;
 cli_lines *cli_read_lines(const char *cmd, const char *path);
 void cli_lines_free(cli_lines *l);
+
+/* Creates the missing parents of an output FILE (or the output directory itself and its parents, is_dir), as
+ * `mkdir -p`; CLI_OK, or the exit code after printing the error. Every command that writes into a path uses it. */
+int cli_prepare_out(const char *cmd, const char *path, bool is_dir);
+
+/* The last argument is a flag that, by the command's help, takes a value: a usage error saying so (exit 1), else
+ * CLI_OK. argv[0] is the subcommand name. */
+int cli_check_last_value(const cli_command *c, int argc, char **argv);
 #endif

@@ -132,6 +132,7 @@ static int run(int argc, char **argv) {
     }
     if (run_dir && dir) return cli_error("attend", CLI_USAGE, "--model and --run exclude each other");
     if (run_dir && tdir) return cli_error("attend", CLI_USAGE, "--tokenizer goes with --model (a run has its own)");
+    if (text && cli_prepare_out("attend", out, false)) return CLI_INPUT;
     if (run_dir && text) return attend_run(run_dir, ckpt, text, word, out);
     if (!(dir || run_dir) || !text)
         return cli_error("attend", CLI_USAGE, "need --model DIR or --run RUN, and a sentence (see qkv attend --help)");

@@ -72,6 +72,11 @@ static int run(int argc, char **argv) {
         }
         streams[r] = (const char **)ref[r]->line;
     }
+    if (hyp->n == 0) {
+        rc = cli_error("bleu", CLI_INPUT, "nothing to score: the hypotheses (%s) and references have no lines",
+                       strcmp(hyp_path, "-") ? hyp_path : "standard input");
+        goto done;
+    }
     qkv_bleu_result res;
     if (qkv_bleu_corpus((const char *const *)hyp->line, hyp->n, streams, n_refs, &o, &res) != QKV_OK) {
         rc = cli_error("bleu", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "qkv/fsutil.h"
 #include "qkv/qkv.h"
 #include "run_view.h"
 
@@ -81,8 +82,8 @@ static qkv_status prepare_dir(const char *dir) {
         closedir(d);
         if (!empty && !ours)
             return qkv_error_set(QKV_ERR_INVALID, "%s exists and was not made by qkv demo; choose another --out", dir);
-    } else if (mkdir(dir, 0777)) {
-        return qkv_error_set(QKV_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
+    } else if (qkv_fs_mkdirs(dir) != QKV_OK) {
+        return qkv_last_status();
     }
     snprintf(path, sizeof path, "%s/%s", dir, MARKER);
     FILE *m = fopen(path, "w");

@@ -96,6 +96,7 @@ static int run(int argc, char **argv) {
         rc = cli_error("generate", CLI_INPUT, "--view: %s", qkv_last_error());
         goto done;
     }
+    if (view && (rc = cli_prepare_out("generate", view, false)) != CLI_OK) goto done;
     if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK ||
         !(d = qkv_lm_decoder_new(qkv_run_model_type(r), qkv_run_model(r)))) {
         rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());

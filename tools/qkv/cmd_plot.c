@@ -136,6 +136,7 @@ static int run(int argc, char **argv) {
     }
     if (!out) return cli_error("plot", CLI_USAGE, "no output file (-o OUT.svg)");
     if (n == 0) return cli_error("plot", CLI_USAGE, "no source (a run directory or a JSON-lines log)");
+    if (cli_prepare_out("plot", out, false)) return CLI_INPUT;
     series_buf buf[MAX_SOURCES] = {0};
     qkv_plot_series series[MAX_SOURCES];
     int rc = CLI_OK;

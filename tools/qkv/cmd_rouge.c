@@ -38,6 +38,11 @@ static int run(int argc, char **argv) {
         rc = cli_error("rouge", CLI_INPUT, "%s has %zu lines but the predictions have %zu", ref_path, ref->n, hyp->n);
         goto done;
     }
+    if (hyp->n == 0) {
+        rc = cli_error("rouge", CLI_INPUT, "nothing to score: %s and the predictions (%s) have no lines", ref_path,
+                       strcmp(hyp_path, "-") ? hyp_path : "standard input");
+        goto done;
+    }
     qkv_rouge_result r;
     if (qkv_rouge_mean((const char *const *)ref->line, (const char *const *)hyp->line, hyp->n, &o, &r) != QKV_OK) {
         rc = cli_error("rouge", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());

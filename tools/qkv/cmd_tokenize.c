@@ -1,9 +1,14 @@
 /* qkv tokenize: encode, decode, learn a BPE, and write token shards. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "qkv/fsutil.h"
 #include "qkv/shard.h"
 #include "qkv/text.h"
 
@@ -21,7 +26,8 @@ static void help(FILE *out) {
             "        input line (--tokens: the tokens instead). WordPiece adds [CLS] ... [SEP].\n"
             "decode  reads lines of ids and prints the text.\n"
             "shard   encodes whole files (each line followed by a newline) into one binary token shard for\n"
-            "        training (see include/qkv/shard.h), printing the token count.\n"
+            "        training (see include/qkv/shard.h), printing the token count. With --bpe it also writes\n"
+            "        OUT.tokenizer.json naming the BPE's files, so a run trained from OUT keeps its tokenizer.\n"
             "train   learns a byte-level BPE with N tokens (256 bytes + merges) from the files, writing\n"
             "        DIR/vocab.json and DIR/merges.txt (plus <|endoftext|>).\n");
 }
@@ -29,6 +35,7 @@ static void help(FILE *out) {
 typedef struct {
     qkv_bpe *bpe;
     qkv_wordpiece *wp;
+    char bpe_files[2][4096]; /* the BPE's vocab and merges, as loaded */
 } tokenizer;
 
 static void tok_free(tokenizer *t) {
@@ -61,6 +68,8 @@ static int tok_option(int argc, char **argv, int *i, tokenizer *t, bool *cased) 
             return -1;
         }
         if (!(t->bpe = qkv_bpe_load(vj, mg))) return -1;
+        snprintf(t->bpe_files[0], sizeof t->bpe_files[0], "%s", vj);
+        snprintf(t->bpe_files[1], sizeof t->bpe_files[1], "%s", mg);
         return 1;
     }
     if (!strcmp(a, "--wordpiece") && v) {
@@ -109,9 +118,17 @@ static int tokenize_encode(int argc, char **argv, bool decode) {
             for (const char *p = s; ids;) {
                 while (*p == ' ' || *p == '\t') p++;
                 if (!*p) break;
+                errno = 0;
                 long v = strtol(p, &end, 10);
                 if (end == p) {
                     rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: '%s' is not a token id", path, l + 1, p);
+                    break;
+                }
+                /* Out of int32's range (99999999999999999999, -5): named as written, not as what a cast makes. */
+                if (errno == ERANGE || v < 0 || v > INT32_MAX) {
+                    size_t vocab = t.bpe ? qkv_bpe_vocab_size(t.bpe) : qkv_wordpiece_vocab_size(t.wp);
+                    rc = cli_error("tokenize", CLI_INPUT, "%s:%zu: token id %.*s is outside the vocabulary (0..%zu)",
+                                   path, l + 1, (int)(end - p), p, vocab - 1);
                     break;
                 }
                 if (n == cap) ids = realloc(ids, sizeof *ids * (cap *= 2));
@@ -149,6 +166,25 @@ static int tokenize_encode(int argc, char **argv, bool decode) {
     return rc;
 }
 
+/* OUT.tokenizer.json beside a shard: the BPE files it was encoded with (absolute), so a run trained from the shard
+ * can take its tokenizer along (src/train/shard_tokenizer.c). */
+static int note_tokenizer(const char *out, const tokenizer *t) {
+    char note[4200], abs[2][PATH_MAX];
+    snprintf(note, sizeof note, "%s.tokenizer.json", out);
+    for (int i = 0; i < 2; i++)
+        if (!realpath(t->bpe_files[i], abs[i])) snprintf(abs[i], sizeof abs[i], "%s", t->bpe_files[i]);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "tokenizer", "bpe");
+    cJSON_AddStringToObject(j, "vocab_file", abs[0]);
+    cJSON_AddStringToObject(j, "merges_file", abs[1]);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) return cli_error("tokenize", CLI_RUNTIME, "out of memory");
+    qkv_status st = qkv_fs_write_atomic(note, text, strlen(text));
+    cJSON_free(text);
+    return st == QKV_OK ? CLI_OK : cli_error("tokenize", cli_status_exit(st), "%s", qkv_last_error());
+}
+
 static int tokenize_shard(int argc, char **argv) {
     tokenizer t = {0};
     bool cased = false;
@@ -173,6 +209,10 @@ static int tokenize_shard(int argc, char **argv) {
         return cli_error("tokenize", CLI_USAGE, "shard needs a tokenizer, -o OUT and input files");
     }
     size_t vocab = t.bpe ? qkv_bpe_vocab_size(t.bpe) : qkv_wordpiece_vocab_size(t.wp);
+    if (cli_prepare_out("tokenize", out, false)) {
+        tok_free(&t);
+        return CLI_INPUT;
+    }
     qkv_shard_writer *w = qkv_shard_writer_open(out, vocab);
     int rc = w ? CLI_OK : cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
     unsigned long long total = 0;
@@ -202,6 +242,7 @@ static int tokenize_shard(int argc, char **argv) {
         rc = cli_error("tokenize", CLI_RUNTIME, "%s", qkv_last_error());
     else if (w && rc != CLI_OK)
         qkv_shard_writer_abort(w);
+    if (rc == CLI_OK && t.bpe) rc = note_tokenizer(out, &t);
     if (rc == CLI_OK) printf("%s: %llu tokens, vocabulary %zu\n", out, total, vocab);
     tok_free(&t);
     return rc;
@@ -226,6 +267,7 @@ static int tokenize_train(int argc, char **argv) {
         }
     }
     if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
+    if (cli_prepare_out("tokenize", dir, true)) return CLI_INPUT;
     cli_lines *all[256];
     size_t total = 0;
     for (int f = 0; f < nf; f++) {
@@ -246,6 +288,11 @@ static int tokenize_train(int argc, char **argv) {
     char vj[4096], mg[4096];
     snprintf(vj, sizeof vj, "%s/vocab.json", dir);
     snprintf(mg, sizeof mg, "%s/merges.txt", dir);
+    size_t text_bytes = 0;
+    for (size_t i = 0; i < total; i++) text_bytes += lens ? lens[i] : 0;
+    if (rc == CLI_OK && text_bytes == 0)
+        fprintf(stderr, "qkv tokenize: warning: the input files hold no text: the vocabulary has only the 256 bytes "
+                        "(and specials), no merges\n");
     const char *specials[] = {"<|endoftext|>", NULL};
     if (rc == CLI_OK && qkv_bpe_train(texts, lens, total, (size_t)vocab, min_freq, specials, vj, mg) != QKV_OK)
         rc = cli_error("tokenize", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());

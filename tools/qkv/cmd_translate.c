@@ -50,6 +50,26 @@ static bool keep_pair(run_view_pair *p, const char *text, const int32_t *src, in
     return true;
 }
 
+/* Beam search (--beam, --n-best, --alpha) and MBR (--mbr with --utility, --temperature, --seed) are two decoders:
+ * a flag of the one not chosen would be ignored. The message naming the conflict, or NULL. */
+static const char *translate_conflict(int argc, char **argv, bool mbr) {
+    static const char *const beam_flags[] = {"--beam", "--n-best", "--alpha", NULL};
+    static const char *const mbr_flags[] = {"--utility", "--temperature", "--seed", NULL};
+    static _Thread_local char msg[160];
+    for (int i = 1; i < argc; i++) {
+        const char *const *list = mbr ? beam_flags : mbr_flags;
+        for (int k = 0; list[k]; k++)
+            if (!strcmp(argv[i], list[k])) {
+                if (mbr) snprintf(msg, sizeof msg, "--mbr and %s exclude each other (%s is an option of beam search)",
+                                  list[k], list[k]);
+                else snprintf(msg, sizeof msg, "%s goes with --mbr N (an option of MBR decoding, unused without it)",
+                              list[k]);
+                return msg;
+            }
+    }
+    return NULL;
+}
+
 static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu", *view = NULL;
     long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1;
@@ -77,6 +97,9 @@ static int run(int argc, char **argv) {
         } else if (a[0] != '-' || !strcmp(a, "-")) path = a;
         else return cli_error("translate", CLI_USAGE, "unexpected argument '%s' (see qkv translate --help)", a);
     }
+    /* Options of the other decoder are refused, not silently dropped. */
+    const char *clash = translate_conflict(argc, argv, mbr > 0);
+    if (clash) return cli_error("translate", CLI_USAGE, "%s", clash);
     qkv_mbr_utility u;
     if (!qkv_mbr_utility_parse(utility, &u))
         return cli_error("translate", CLI_USAGE, "--utility takes bleu, rougeL, rouge1 or rouge2, not '%s'", utility);
@@ -98,6 +121,7 @@ static int run(int argc, char **argv) {
         rc = cli_error("translate", CLI_INPUT, "--view: %s", qkv_last_error());
         goto done;
     }
+    if (view && (rc = cli_prepare_out("translate", view, false)) != CLI_OK) goto done;
     if (!(lines = cli_read_lines("translate", path))) {
         rc = CLI_INPUT;
         goto done;

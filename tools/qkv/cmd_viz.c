@@ -66,6 +66,7 @@ static int run(int argc, char **argv) {
     qkv_run *r = qkv_run_open(dir, ckpt);
     if (!r) rc = cli_error("viz", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     else if (n == 0) rc = cli_error("viz", CLI_USAGE, "no text to show");
+    else if (cli_prepare_out("viz", out, false) || cli_prepare_out("viz", svg, true)) rc = CLI_INPUT;
     else if (run_view_write(r, dir, texts, n, out, svg) != QKV_OK)
         rc = cli_error("viz", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     else printf("%s\n", out);

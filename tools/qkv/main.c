@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
             commands[i]->help(stdout);
             return CLI_OK;
         }
-        return commands[i]->run(argc - 1, argv + 1);
+        int rc = cli_check_last_value(commands[i], argc - 1, argv + 1);
+        return rc ? rc : commands[i]->run(argc - 1, argv + 1);
     }
     fprintf(stderr, "qkv: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

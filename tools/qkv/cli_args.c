@@ -1,0 +1,39 @@
+/* A flag given last without its value (`qkv train --config emb.json --run`): every command's parser would only see
+ * an unexpected argument. The command's own help says which flags take a value ("--run DIR", "-o OUT.html",
+ * "--split dev|test"), so one check here covers every command. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Whether help text shows flag followed by a value placeholder: an upper-case word (DIR, FILE, N, PAGE.html) or a
+ * word with '|' or '=' (dev|test, key.path=value). */
+static bool takes_value(const char *help, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = strstr(help, flag); p; p = strstr(p + 1, flag)) {
+        bool starts = p == help || strchr(" [(|,\n", p[-1]);
+        if (!starts || p[n] != ' ') continue;
+        const char *w = p + n + 1;
+        size_t len = strcspn(w, " ]\n),");
+        if (!len) continue;
+        if (isupper((unsigned char)w[0]) || memchr(w, '|', len) || memchr(w, '=', len)) return true;
+    }
+    return false;
+}
+
+int cli_check_last_value(const cli_command *c, int argc, char **argv) {
+    if (argc < 2) return CLI_OK;
+    const char *last = argv[argc - 1];
+    if (last[0] != '-' || !last[1] || isdigit((unsigned char)last[1]) || last[1] == '.') return CLI_OK;
+    char *help = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&help, &size);
+    if (!f) return CLI_OK;
+    c->help(f);
+    fclose(f);
+    bool value = help && takes_value(help, last);
+    free(help);
+    if (!value) return CLI_OK;
+    return cli_error(c->name, CLI_USAGE, "%s needs a value (see qkv %s --help)", last, c->name);
+}
