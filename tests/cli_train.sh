@@ -11,6 +11,11 @@ trap 'rm -rf "$T"' EXIT
 pass=0 fail=0 skip=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# Waits (up to a minute) until a background run has logged a training step, so its signal handlers are in place:
+# a fixed sleep sent the signal before they were on a loaded machine.
+started() {
+  for _ in $(seq 1200); do grep -qs '"loss"' "$1/log.jsonl" && return 0; sleep 0.05; done
+}
 expect_rc() { # name expected-rc command...
   local name=$1 want=$2; shift 2
   "$@" >"$T/out" 2>&1; local rc=$?
@@ -133,7 +138,7 @@ EOF
   "$QKV" train --config "$T/res.json" --run "$T/int" --set train.steps=4000 --set train.checkpoint_every=0 \
     --set eval.every=0 --quiet >/dev/null 2>&1 &
   pid=$!
-  sleep 0.5
+  started "$T/int"
   kill -INT $pid 2>/dev/null
   wait $pid; rc=$?
   n=$(ls "$T/int" | sed -n 's/^ckpt-\([0-9]*\)\.safetensors$/\1/p' | sort -n | tail -1)
@@ -150,7 +155,7 @@ EOF
   # SIGTERM: exit 143.
   "$QKV" train --config "$T/res.json" --run "$T/term" --set train.steps=100000 --quiet >/dev/null 2>&1 &
   pid=$!
-  sleep 0.3
+  started "$T/term"
   kill -TERM $pid 2>/dev/null
   wait $pid; rc=$?
   [ "$rc" = 143 ] && ok "SIGTERM: exit 143" || bad "SIGTERM: exit 143 (exit $rc)"
