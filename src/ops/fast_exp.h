@@ -23,7 +23,7 @@ static inline uint32_t qkv__f32_bits(float f) {
     return u;
 }
 
-static inline float qkv__expf(float x) {
+static inline __attribute__((always_inline)) float qkv__expf(float x) {
     /* Clamp first so n stays in [-150, 128]; values beyond the clamp are fixed up at the end. Comparisons (not
      * fminf) so a NaN passes through to the final select. */
     float xc = x < -104.0f ? -104.0f : x;
@@ -54,7 +54,7 @@ static inline float qkv__expf(float x) {
 
 /* 2^x the same way (the exponent split is exact, so only the polynomial's error remains): the fused attention's
  * portable path keeps its scores in base 2. +inf above 128, 0 / denormals below -126, NaN stays NaN. */
-static inline float qkv__exp2f(float x) {
+static inline __attribute__((always_inline)) float qkv__exp2f(float x) {
     float xc = x < -150.0f ? -150.0f : x;
     xc = xc > 128.0f ? 128.0f : xc;
     const float shifter = 12582912.0f;

@@ -31,8 +31,8 @@ static void usage(FILE *out) {
             "usage: qkv <command> [options]   (qkv <command> --help for each)\n\ncommands:\n",
             QKV_VERSION);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(out, "\nenvironment: QKV_THREADS sets the thread count (default: all cores); QKV_ISA=avx512|avx2|generic\n"
-                 "  forces a kernel path (default: the widest this CPU runs; qkv --version shows it).\n"
+    fprintf(out, "\nenvironment: QKV_THREADS sets the thread count (default: all cores).\n"
+                 "environment: QKV_ISA=avx512|avx2|generic forces a kernel path (default: the widest this CPU runs).\n"
                  "exit codes: 0 ok, 1 usage error, 2 bad input, 3 runtime failure.\n");
 }
 
