@@ -490,8 +490,8 @@ static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v
     }
 }
 
-KENTRY qkv_status KNAME(qkv__sdpa_fused_forward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                                 const sdpa_rows *v, float *out, float *lse) {
+KENTRY qkv_status KNAME(qkv__sdpa_fused_forward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
+                                                 const sdpa_rows *k, const sdpa_rows *v, float *out, float *lse) {
     const int64_t BH = p->B * p->H, Tk = p->Tk, D = p->D, nqb = cdiv(p->Tq, BQ), nkb = cdiv(Tk, BK);
     const int nth = max_threads();
     const bool by_head = head_tasks(BH, nth);
@@ -588,9 +588,10 @@ static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, 
     }
 }
 
-KENTRY qkv_status KNAME(qkv__sdpa_fused_backward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                                  const sdpa_rows *v, const float *out, const float *dout,
-                                                  const float *lse, float *dq, float *dk, float *dv) {
+KENTRY qkv_status KNAME(qkv__sdpa_fused_backward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
+                                                  const sdpa_rows *k, const sdpa_rows *v, const float *out,
+                                                  const float *dout, const float *lse, float *dq, float *dk,
+                                                  float *dv) {
     const int64_t BH = p->B * p->H, Tq = p->Tq, Dv = p->Dv, nkb = cdiv(p->Tk, BK), qsize = BH * Tq * p->D;
     const int nth = max_threads();
     if (!dq && !dk && !dv) return QKV_OK;
