@@ -5,7 +5,9 @@
  *    the wrapper -march=x86-64-v3 / -v4 (src/ops/attention_fused*.c: hand-written intrinsics);
  *  - one function three times: QKV_ISA_KERNEL / QKV_ISA_KERNEL_VOID below clone a loop the compiler vectorises
  *    into target("arch=...") functions and a dispatcher, so the same C loop gets AVX2 or AVX-512 code in a
- *    portable build.
+ *    portable build. In a -DQKV_NATIVE=ON build (QKV_NATIVE_BUILD) everything is already compiled for the building
+ *    CPU, and a native body could not be inlined into a narrower clone, so the clones collapse into one function
+ *    and QKV_ISA steers the whole-file kernels only.
  */
 #ifndef QKV_CORE_ISA_H
 #define QKV_CORE_ISA_H
@@ -28,7 +30,7 @@ static inline qkv_isa qkv__isa(void) { return qkv_cpu_isa(); }
 
 /* QKV_ISA_KERNEL(ret, name, (params), (args)): given `QKV_KERNEL_BODY ret name##_body(params)`, defines
  * `static ret name(params)` that runs the body compiled for the path in use. */
-#if QKV_X86_KERNELS
+#if QKV_X86_KERNELS && !defined(QKV_NATIVE_BUILD)
 #define QKV_ISA_KERNEL(ret, name, params, args)                                                                   \
     static QKV_TARGET_AVX512 ret name##_avx512 params { return name##_body args; }                                \
     static QKV_TARGET_AVX2 ret name##_avx2 params { return name##_body args; }                                    \
