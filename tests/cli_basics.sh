@@ -20,6 +20,11 @@ done
 expect_rc "demo rejects a bad option value" 1 "$QKV" demo --steps zero
 expect_rc "bench rejects an unknown benchmark" 1 "$QKV" bench nosuch
 expect_rc "bench: unreadable configs file is bad input" 2 "$QKV" bench gemm --configs /nonexistent/configs.json
+# The kernel path: named by --version, forced by QKV_ISA; a name that is no path is bad input.
+"$QKV" --version | grep -qE '^kernels: (avx512|avx2|generic) ' && ok "--version names the kernel path" || bad "--version names the kernel path"
+QKV_ISA=generic "$QKV" --version | grep -q '^kernels: generic ' && ok "QKV_ISA=generic forces it" || bad "QKV_ISA=generic forces it"
+"$QKV" --version | grep -q '^blas: openblas ' && ok "--version names the BLAS core" || bad "--version names the BLAS core"
+QKV_ISA=sse9 expect_rc "QKV_ISA naming no path is bad input" 2 "$QKV" --version
 
 # The demo trains a Transformer on its embedded sample and beats chance (50%) clearly on held-out sentences.
 d=$(mktemp -d)

@@ -9,6 +9,7 @@
 #include "qkv/ops.h"
 #include "qkv/attention.h"
 #include "qkv/threads.h"
+#include "qkv/cpu.h"
 #include "qkv/safetensors.h"
 #include "qkv/params.h"
 #include "qkv/optim.h"

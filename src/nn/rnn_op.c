@@ -10,12 +10,14 @@
  * output and gets dG = 0, so it contributes to no gradient, while the state's gradient passes through unchanged.
  * Because inactive steps are the identity on the state, the reverse direction (t from T-1 down) naturally starts
  * each sequence at its own last valid step from h0, and the state after the loop is every sequence's h_n.
+ * The fused row passes are compiled per instruction set and dispatched at run time (core/isa.h).
  */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "nn/rnn_op.h"
 #include "ops/fast_exp.h"
 
@@ -38,15 +40,16 @@ typedef struct {
 /* Branch-free gate functions so the row loops vectorise (libm's expf / tanhf are one call per element). tanh as
  * 1 - 2 / (e^2x + 1) loses relative accuracy near 0 but stays within ~1e-7 absolute, far below float32 GEMM noise,
  * and saturates cleanly to +-1 (e^2x overflowing to inf gives exactly 1). */
-static inline float sigm(float x) { return 1.0f / (1.0f + qkv__expf(-x)); }
-static inline float ftanh(float x) { return 1.0f - 2.0f / (qkv__expf(2.0f * x) + 1.0f); }
+QKV_KERNEL_BODY float sigm(float x) { return 1.0f / (1.0f + qkv__expf(-x)); }
+QKV_KERNEL_BODY float ftanh(float x) { return 1.0f - 2.0f / (qkv__expf(2.0f * x) + 1.0f); }
 static inline bool is_active(const int32_t *len, int64_t b, int64_t t) { return !len || t < len[b]; }
 static inline int64_t time_of(int d, int64_t s, int64_t T) { return d ? T - 1 - s : s; }
 
 /* ---- fused forward passes over one batch row: xr and hr are the input and recurrent pre-activations ---- */
 
-static void lstm_row(int64_t H, const float *restrict xr, const float *restrict hr, const float *restrict cprev,
-                     float *restrict hnew, float *restrict cnew, float *restrict act, float *restrict orow) {
+QKV_KERNEL_BODY void lstm_row_body(int64_t H, const float *restrict xr, const float *restrict hr,
+                                   const float *restrict cprev, float *restrict hnew, float *restrict cnew,
+                                   float *restrict act, float *restrict orow) {
     for (int64_t j = 0; j < H; j++) {
         float i = sigm(xr[j] + hr[j]), f = sigm(xr[H + j] + hr[H + j]);
         float g = ftanh(xr[2 * H + j] + hr[2 * H + j]), o = sigm(xr[3 * H + j] + hr[3 * H + j]);
@@ -61,9 +64,14 @@ static void lstm_row(int64_t H, const float *restrict xr, const float *restrict 
         orow[j] = h;
     }
 }
+QKV_ISA_KERNEL_VOID(lstm_row,
+                    (int64_t H, const float *restrict xr, const float *restrict hr, const float *restrict cprev,
+                     float *restrict hnew, float *restrict cnew, float *restrict act, float *restrict orow),
+                    (H, xr, hr, cprev, hnew, cnew, act, orow))
 
-static void gru_row(int64_t H, const float *restrict xr, const float *restrict hr, const float *restrict hprev,
-                    float *restrict hnew, float *restrict act, float *restrict orow) {
+QKV_KERNEL_BODY void gru_row_body(int64_t H, const float *restrict xr, const float *restrict hr,
+                                  const float *restrict hprev, float *restrict hnew, float *restrict act,
+                                  float *restrict orow) {
     for (int64_t j = 0; j < H; j++) {
         float r = sigm(xr[j] + hr[j]), z = sigm(xr[H + j] + hr[H + j]), hn = hr[2 * H + j];
         float n = ftanh(xr[2 * H + j] + r * hn), h = (1.0f - z) * n + z * hprev[j];
@@ -75,21 +83,29 @@ static void gru_row(int64_t H, const float *restrict xr, const float *restrict h
         orow[j] = h;
     }
 }
+QKV_ISA_KERNEL_VOID(gru_row,
+                    (int64_t H, const float *restrict xr, const float *restrict hr, const float *restrict hprev,
+                     float *restrict hnew, float *restrict act, float *restrict orow),
+                    (H, xr, hr, hprev, hnew, act, orow))
 
-static void elman_row(int64_t H, bool relu, const float *restrict xr, const float *restrict hr,
-                      float *restrict hnew, float *restrict orow) {
+QKV_KERNEL_BODY void elman_row_body(int64_t H, bool relu, const float *restrict xr, const float *restrict hr,
+                                    float *restrict hnew, float *restrict orow) {
     for (int64_t j = 0; j < H; j++) {
         float a = xr[j] + hr[j], h = relu ? (a > 0.0f ? a : 0.0f) : ftanh(a);
         hnew[j] = h;
         orow[j] = h;
     }
 }
+QKV_ISA_KERNEL_VOID(elman_row,
+                    (int64_t H, bool relu, const float *restrict xr, const float *restrict hr, float *restrict hnew,
+                     float *restrict orow),
+                    (H, relu, xr, hr, hnew, orow))
 
 /* ---- fused backward passes over one batch row: dh (incoming, output grad included) -> dG, gx, dh_direct ---- */
 
-static void lstm_row_back(int64_t H, const float *restrict act, const float *restrict cprev,
-                          const float *restrict dh, float *restrict dc, float *restrict dg, float *restrict gx,
-                          float *restrict dh_direct) {
+QKV_KERNEL_BODY void lstm_row_back_body(int64_t H, const float *restrict act, const float *restrict cprev,
+                                        const float *restrict dh, float *restrict dc, float *restrict dg,
+                                        float *restrict gx, float *restrict dh_direct) {
     for (int64_t j = 0; j < H; j++) {
         float i = act[j], f = act[H + j], g = act[2 * H + j], o = act[3 * H + j], tc = act[4 * H + j];
         float dct = dc[j] + dh[j] * o * (1.0f - tc * tc);
@@ -105,13 +121,15 @@ static void lstm_row_back(int64_t H, const float *restrict act, const float *res
     if (gx)
         for (int64_t j = 0; j < 4 * H; j++) gx[j] += dg[j];
 }
+QKV_ISA_KERNEL_VOID(lstm_row_back,
+                    (int64_t H, const float *restrict act, const float *restrict cprev, const float *restrict dh,
+                     float *restrict dc, float *restrict dg, float *restrict gx, float *restrict dh_direct),
+                    (H, act, cprev, dh, dc, dg, gx, dh_direct))
 
 /* with_gx is a compile-time constant at both call sites, so each specialisation is a plain vectorisable loop */
-static inline __attribute__((always_inline)) void gru_row_back_impl(int64_t H, const float *restrict act,
-                                                                     const float *restrict hprev,
-                                                                     const float *restrict dh, float *restrict dg,
-                                                                     float *restrict gx, float *restrict dh_direct,
-                                                                     bool with_gx) {
+QKV_KERNEL_BODY void gru_row_back_impl(int64_t H, const float *restrict act, const float *restrict hprev,
+                                       const float *restrict dh, float *restrict dg, float *restrict gx,
+                                       float *restrict dh_direct, bool with_gx) {
     for (int64_t j = 0; j < H; j++) {
         float r = act[j], z = act[H + j], n = act[2 * H + j], hn = act[3 * H + j];
         float dn = dh[j] * (1.0f - z) * (1.0f - n * n);
@@ -128,16 +146,20 @@ static inline __attribute__((always_inline)) void gru_row_back_impl(int64_t H, c
     }
 }
 
-static void gru_row_back(int64_t H, const float *act, const float *hprev, const float *dh, float *dg, float *gx,
-                         float *dh_direct) {
+QKV_KERNEL_BODY void gru_row_back_body(int64_t H, const float *act, const float *hprev, const float *dh, float *dg,
+                                       float *gx, float *dh_direct) {
     if (gx)
         gru_row_back_impl(H, act, hprev, dh, dg, gx, dh_direct, true);
     else
         gru_row_back_impl(H, act, hprev, dh, dg, NULL, dh_direct, false);
 }
+QKV_ISA_KERNEL_VOID(gru_row_back,
+                    (int64_t H, const float *act, const float *hprev, const float *dh, float *dg, float *gx,
+                     float *dh_direct),
+                    (H, act, hprev, dh, dg, gx, dh_direct))
 
-static void elman_row_back(int64_t H, bool relu, const float *restrict hnew, const float *restrict dh,
-                           float *restrict dg, float *restrict gx, float *restrict dh_direct) {
+QKV_KERNEL_BODY void elman_row_back_body(int64_t H, bool relu, const float *restrict hnew, const float *restrict dh,
+                                         float *restrict dg, float *restrict gx, float *restrict dh_direct) {
     for (int64_t j = 0; j < H; j++) {
         float h = hnew[j];
         dg[j] = relu ? (h > 0.0f ? dh[j] : 0.0f) : dh[j] * (1.0f - h * h);
@@ -146,6 +168,10 @@ static void elman_row_back(int64_t H, bool relu, const float *restrict hnew, con
     if (gx)
         for (int64_t j = 0; j < H; j++) gx[j] += dg[j];
 }
+QKV_ISA_KERNEL_VOID(elman_row_back,
+                    (int64_t H, bool relu, const float *restrict hnew, const float *restrict dh, float *restrict dg,
+                     float *restrict gx, float *restrict dh_direct),
+                    (H, relu, hnew, dh, dg, gx, dh_direct))
 
 /* ---- backward -------------------------------------------------------------------------------------------- */
 

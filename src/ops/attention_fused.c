@@ -16,6 +16,11 @@
  * elsewhere); K and V are repacked per key block as [D][BK] so the kernel reads unit-stride rows. Q, K and V are
  * read in place through their strides (a permuted [B, T, H, D] projection needs no copy).
  *
+ * The file is compiled once per instruction-set path (see docs/design.md "Kernel dispatch"): as itself for the
+ * portable path, which also holds the dispatcher, and through attention_fused_avx2.c / attention_fused_avx512.c,
+ * which define QKV_KERNEL_ISA and get -march=x86-64-v3 / -v4. AVX-512 tiles are 8 x 32 with mask registers for
+ * the edges; AVX2 tiles are 6 x 16 (12 of the 16 ymm registers accumulate) with masked loads at the edges.
+ *
  * Parallel tasks are whole heads when the heads divide evenly among the threads (each thread then owns its
  * heads' rows of every output, so the result does not depend on scheduling), else query blocks (forward) and key
  * blocks (backward) as described above.
@@ -25,9 +30,25 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "ops/attention_fused.h"
+#include "ops/fast_exp.h"
 
-#if defined(__AVX512F__)
+/* 0 portable (this file compiled as itself), 1 AVX2 + FMA, 2 AVX-512: the values of qkv_isa. */
+#ifndef QKV_KERNEL_ISA
+#define QKV_KERNEL_ISA 0
+#endif
+#if QKV_KERNEL_ISA == 2
+#define KNAME(f) f##_avx512
+#define KENTRY
+#elif QKV_KERNEL_ISA == 1
+#define KNAME(f) f##_avx2
+#define KENTRY
+#else
+#define KNAME(f) f##_generic
+#define KENTRY static
+#endif
+#if QKV_KERNEL_ISA > 0
 #include <immintrin.h>
 #endif
 
@@ -42,7 +63,10 @@ static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---- tile product: C[M,N] (+)= A[M,K] B[K,N], A read through (row, col) strides so A^T costs nothing ------- */
 
-#if defined(__AVX512F__)
+#if QKV_KERNEL_ISA == 2
+#if !defined(__AVX512F__)
+#error "attention_fused_avx512.c needs -march=x86-64-v4"
+#endif
 #define MR 8
 #define NR 32
 
@@ -160,7 +184,175 @@ static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, fl
     }
 }
 
-#else /* portable fallback: the same computations as plain loops */
+#elif QKV_KERNEL_ISA == 1
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "attention_fused_avx2.c needs -march=x86-64-v3"
+#endif
+#define MR 6
+#define NR 16
+
+/* All-ones in lanes l < n of 8 (n clamped to [0, 8]). */
+static inline __m256i lanes(int64_t n) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), iota);
+}
+
+/* One MR x NR tile; `full` (a constant at every call) drops the edge masks, whose loads never touch memory past
+ * the row's last column. */
+static inline __attribute__((always_inline)) void micro(int mr, int K, const float *A, int64_t sam, int64_t sak,
+                                                        const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                        bool full, __m256i k0, __m256i k1, bool acc) {
+    __m256 c0[MR], c1[MR];
+    for (int r = 0; r < mr; r++) {
+        if (!acc) {
+            c0[r] = _mm256_setzero_ps();
+            c1[r] = _mm256_setzero_ps();
+        } else if (full) {
+            c0[r] = _mm256_loadu_ps(C + r * ldc);
+            c1[r] = _mm256_loadu_ps(C + r * ldc + 8);
+        } else {
+            c0[r] = _mm256_maskload_ps(C + r * ldc, k0);
+            c1[r] = _mm256_maskload_ps(C + r * ldc + 8, k1);
+        }
+    }
+    for (int k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, k0);
+        __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, k1);
+        const float *a = A + k * sak;
+        for (int r = 0; r < mr; r++) {
+            __m256 ar = _mm256_broadcast_ss(a + r * sam);
+            c0[r] = _mm256_fmadd_ps(ar, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        if (full) {
+            _mm256_storeu_ps(C + r * ldc, c0[r]);
+            _mm256_storeu_ps(C + r * ldc + 8, c1[r]);
+        } else {
+            _mm256_maskstore_ps(C + r * ldc, k0, c0[r]);
+            _mm256_maskstore_ps(C + r * ldc + 8, k1, c1[r]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void panel(int M, int K, const float *A, int64_t sam, int64_t sak,
+                                                        const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                        bool full, __m256i k0, __m256i k1, bool acc) {
+    int m = 0;
+    for (; m + MR <= M; m += MR) micro(MR, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc);
+    switch (M - m) {
+    case 5: micro(5, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc); break;
+    case 4: micro(4, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc); break;
+    case 3: micro(3, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc); break;
+    case 2: micro(2, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc); break;
+    case 1: micro(1, K, A + m * sam, sam, sak, B, ldb, C + m * ldc, ldc, full, k0, k1, acc); break;
+    default: break;
+    }
+}
+
+static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
+                 float *C, int64_t ldc, bool acc) {
+    const __m256i ones = _mm256_set1_epi32(-1);
+    for (int n = 0; n < N; n += NR) {
+        if (N - n >= NR) {
+            if (acc) panel(M, K, A, sam, sak, B + n, ldb, C + n, ldc, true, ones, ones, true);
+            else panel(M, K, A, sam, sak, B + n, ldb, C + n, ldc, true, ones, ones, false);
+        } else {
+            panel(M, K, A, sam, sak, B + n, ldb, C + n, ldc, false, lanes(N - n), lanes(N - n - 8), acc);
+        }
+    }
+}
+
+/* 2^x as in the AVX-512 path; 2^n is applied as two normal factors 2^(n/2) (no scalef), so n down to -160 still
+ * gives denormals or exactly 0. */
+static inline __m256 exp2_ps(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-160.0f), x); /* operand order: a NaN x is returned as is */
+    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(x, n);
+    __m256 y = _mm256_set1_ps(1.5403530e-4f);
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(1.3333558e-3f));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(9.6181291e-3f));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(5.5504109e-2f));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(2.4022651e-1f));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(6.9314718e-1f));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+}
+
+static inline float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+static inline float hsum(__m256 v) {
+    __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
+
+/* The row functions below read and write lanes j < n only (masked at the edge), like the AVX-512 ones. */
+static inline __m256 load_n(const float *x, int64_t n, __m256i in) {
+    return n >= 8 ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, in);
+}
+
+static inline void store_n(float *x, int64_t n, __m256i in, __m256 v) {
+    if (n >= 8) _mm256_storeu_ps(x, v);
+    else _mm256_maskstore_ps(x, in, v);
+}
+
+static float scores_row(float *s, int64_t n, int64_t nvis, float c, const float *bias) {
+    __m256 vc = _mm256_set1_ps(c), ninf = _mm256_set1_ps(-INFINITY), mx = ninf;
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i in = lanes(n - j);
+        __m256 vis = _mm256_castsi256_ps(lanes(nvis - j));
+        __m256 x = _mm256_mul_ps(load_n(s + j, n - j, in), vc);
+        if (bias) x = _mm256_add_ps(x, load_n(bias + j, n - j, in));
+        x = _mm256_blendv_ps(ninf, x, vis); /* lanes past n are past nvis too: -inf, harmless in the max */
+        store_n(s + j, n - j, in, x);
+        mx = _mm256_max_ps(mx, x);
+    }
+    return hmax(mx);
+}
+
+static float exp2_row(float *s, int64_t n, float m) {
+    __m256 vm = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i in = lanes(n - j);
+        __m256 p = exp2_ps(_mm256_sub_ps(load_n(s + j, n - j, in), vm));
+        store_n(s + j, n - j, in, p);
+        sum = _mm256_add_ps(sum, _mm256_and_ps(p, _mm256_castsi256_ps(in)));
+    }
+    return hsum(sum);
+}
+
+static void prob_row(float *s, int64_t n, int64_t nvis, float c, const float *bias, float L) {
+    __m256 vc = _mm256_set1_ps(c), vl = _mm256_set1_ps(L);
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i in = lanes(n - j);
+        __m256 x = _mm256_fmsub_ps(load_n(s + j, n - j, in), vc, vl);
+        if (bias) x = _mm256_add_ps(x, load_n(bias + j, n - j, in));
+        store_n(s + j, n - j, in, _mm256_and_ps(exp2_ps(x), _mm256_castsi256_ps(lanes(nvis - j))));
+    }
+}
+
+static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, float d, float scale) {
+    __m256 vd = _mm256_set1_ps(d), vs = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i in = lanes(n - j);
+        __m256 t = _mm256_mul_ps(load_n(pd + j, n - j, in), load_n(ds + j, n - j, in));
+        t = _mm256_fnmadd_ps(load_n(p + j, n - j, in), vd, t);
+        store_n(ds + j, n - j, in, _mm256_mul_ps(t, vs));
+    }
+}
+
+#else /* portable path: the same computations as plain loops the compiler vectorises (no libm inside) */
 
 static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
                  float *C, int64_t ldc, bool acc) {
@@ -175,23 +367,29 @@ static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, 
     }
 }
 
+/* Eight partial maxima and sums, so the reductions vectorise without reassociation flags. */
 static float scores_row(float *s, int64_t n, int64_t nvis, float c, const float *bias) {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        s[j] = j < nvis ? c * s[j] + (bias ? bias[j] : 0.0f) : -INFINITY;
-        if (s[j] > mx) mx = s[j];
-    }
-    return mx;
+    for (int64_t j = 0; j < n; j++) s[j] = j < nvis ? c * s[j] + (bias ? bias[j] : 0.0f) : -INFINITY;
+    float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) mx[l] = s[j + l] > mx[l] ? s[j + l] : mx[l];
+    for (; j < n; j++) mx[0] = s[j] > mx[0] ? s[j] : mx[0];
+    for (int l = 1; l < 8; l++) mx[0] = mx[l] > mx[0] ? mx[l] : mx[0];
+    return mx[0];
 }
 
 static float exp2_row(float *s, int64_t n, float m) {
-    float sum = 0;
-    for (int64_t j = 0; j < n; j++) sum += s[j] = exp2f(s[j] - m);
-    return sum;
+    float sum[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) sum[l] += s[j + l] = qkv__exp2f(s[j + l] - m);
+    for (; j < n; j++) sum[0] += s[j] = qkv__exp2f(s[j] - m);
+    return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
 }
 
 static void prob_row(float *s, int64_t n, int64_t nvis, float c, const float *bias, float L) {
-    for (int64_t j = 0; j < n; j++) s[j] = j < nvis ? exp2f(c * s[j] - L + (bias ? bias[j] : 0.0f)) : 0.0f;
+    for (int64_t j = 0; j < n; j++) s[j] = j < nvis ? qkv__exp2f(c * s[j] - L + (bias ? bias[j] : 0.0f)) : 0.0f;
 }
 
 static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, float d, float scale) {
@@ -292,8 +490,8 @@ static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v
     }
 }
 
-qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                   const sdpa_rows *v, float *out, float *lse) {
+KENTRY qkv_status KNAME(qkv__sdpa_fused_forward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
+                                                 const sdpa_rows *k, const sdpa_rows *v, float *out, float *lse) {
     const int64_t BH = p->B * p->H, Tk = p->Tk, D = p->D, nqb = cdiv(p->Tq, BQ), nkb = cdiv(Tk, BK);
     const int nth = max_threads();
     const bool by_head = head_tasks(BH, nth);
@@ -390,9 +588,10 @@ static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, 
     }
 }
 
-qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
-                                    const sdpa_rows *v, const float *out, const float *dout, const float *lse,
-                                    float *dq, float *dk, float *dv) {
+KENTRY qkv_status KNAME(qkv__sdpa_fused_backward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
+                                                  const sdpa_rows *k, const sdpa_rows *v, const float *out,
+                                                  const float *dout, const float *lse, float *dq, float *dk,
+                                                  float *dv) {
     const int64_t BH = p->B * p->H, Tq = p->Tq, Dv = p->Dv, nkb = cdiv(p->Tk, BK), qsize = BH * Tq * p->D;
     const int nth = max_threads();
     if (!dq && !dk && !dv) return QKV_OK;
@@ -444,3 +643,45 @@ qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa
     }
     return QKV_OK;
 }
+
+/* ---- dispatch (in the portable instance only) ------------------------------------------------------------- */
+
+#if QKV_KERNEL_ISA == 0
+#if QKV_X86_KERNELS
+qkv_status qkv__sdpa_fused_forward_avx512(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                          const sdpa_rows *v, float *out, float *lse);
+qkv_status qkv__sdpa_fused_forward_avx2(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                        const sdpa_rows *v, float *out, float *lse);
+qkv_status qkv__sdpa_fused_backward_avx512(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                           const sdpa_rows *v, const float *out, const float *dout,
+                                           const float *lse, float *dq, float *dk, float *dv);
+qkv_status qkv__sdpa_fused_backward_avx2(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                         const sdpa_rows *v, const float *out, const float *dout, const float *lse,
+                                         float *dq, float *dk, float *dv);
+#endif
+
+qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                   const sdpa_rows *v, float *out, float *lse) {
+#if QKV_X86_KERNELS
+    switch (qkv__isa()) {
+    case QKV_ISA_AVX512: return qkv__sdpa_fused_forward_avx512(ctx, p, q, k, v, out, lse);
+    case QKV_ISA_AVX2: return qkv__sdpa_fused_forward_avx2(ctx, p, q, k, v, out, lse);
+    default: break;
+    }
+#endif
+    return qkv__sdpa_fused_forward_generic(ctx, p, q, k, v, out, lse);
+}
+
+qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                                    const sdpa_rows *v, const float *out, const float *dout, const float *lse,
+                                    float *dq, float *dk, float *dv) {
+#if QKV_X86_KERNELS
+    switch (qkv__isa()) {
+    case QKV_ISA_AVX512: return qkv__sdpa_fused_backward_avx512(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+    case QKV_ISA_AVX2: return qkv__sdpa_fused_backward_avx2(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+    default: break;
+    }
+#endif
+    return qkv__sdpa_fused_backward_generic(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+}
+#endif

@@ -23,7 +23,7 @@ static inline uint32_t qkv__f32_bits(float f) {
     return u;
 }
 
-static inline float qkv__expf(float x) {
+static inline __attribute__((always_inline)) float qkv__expf(float x) {
     /* Clamp first so n stays in [-150, 128]; values beyond the clamp are fixed up at the end. Comparisons (not
      * fminf) so a NaN passes through to the final select. */
     float xc = x < -104.0f ? -104.0f : x;
@@ -49,6 +49,30 @@ static inline float qkv__expf(float x) {
     float s1 = qkv__f32_from_bits((uint32_t)(n1 + 127) << 23), s2 = qkv__f32_from_bits((uint32_t)(n2 + 127) << 23);
     float y = p * s1 * s2;
     y = x > 88.7228394f ? __builtin_inff() : y;
+    return x != x ? x : y;
+}
+
+/* 2^x the same way (the exponent split is exact, so only the polynomial's error remains): the fused attention's
+ * portable path keeps its scores in base 2. +inf above 128, 0 / denormals below -126, NaN stays NaN. */
+static inline __attribute__((always_inline)) float qkv__exp2f(float x) {
+    float xc = x < -150.0f ? -150.0f : x;
+    xc = xc > 128.0f ? 128.0f : xc;
+    const float shifter = 12582912.0f;
+    float kf = xc + shifter;
+    int32_t n = (int32_t)(qkv__f32_bits(kf) - qkv__f32_bits(shifter));
+    float f = (xc - (kf - shifter)) * 0.693147180559945309f; /* |f| <= ln2 / 2 */
+    float p = 1.0f / 5040.0f;
+    p = p * f + 1.0f / 720.0f;
+    p = p * f + 1.0f / 120.0f;
+    p = p * f + 1.0f / 24.0f;
+    p = p * f + 1.0f / 6.0f;
+    p = p * f + 0.5f;
+    p = p * f + 1.0f;
+    p = p * f + 1.0f;
+    int32_t n1 = n >> 1, n2 = n - n1;
+    float s1 = qkv__f32_from_bits((uint32_t)(n1 + 127) << 23), s2 = qkv__f32_from_bits((uint32_t)(n2 + 127) << 23);
+    float y = p * s1 * s2;
+    y = x > 128.0f ? __builtin_inff() : y;
     return x != x ? x : y;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "qkv/ops.h"
 
 #define PAR_MIN (1 << 15) /* elements below which a kernel is not worth threading */
@@ -61,6 +62,19 @@ static int64_t prod(const int64_t *shape, int from, int to) {
 
 /* ---- embedding ---------------------------------------------------------------------------------------------- */
 
+/* row += the rows g[idx[j]] (D floats each), in order: one bucket of the embedding gradient. Compiled per
+ * instruction set and dispatched at run time (core/isa.h). */
+QKV_KERNEL_BODY void gather_add_body(float *restrict row, const float *restrict g, const int64_t *idx, int64_t m,
+                                     int64_t D) {
+    for (int64_t j = 0; j < m; j++) {
+        const float *restrict src = g + idx[j] * D;
+        for (int64_t c = 0; c < D; c++) row[c] += src[c];
+    }
+}
+QKV_ISA_KERNEL_VOID(gather_add,
+                    (float *restrict row, const float *restrict g, const int64_t *idx, int64_t m, int64_t D),
+                    (row, g, idx, m, D))
+
 static qkv_status embedding_backward(qkv_ctx *ctx, qkv_node *nd) {
     qkv_tensor *gw = qkv_grad_for(ctx, nd->in[0]);
     if (!gw) return QKV_OK;
@@ -86,11 +100,7 @@ static qkv_status embedding_backward(qkv_ctx *ctx, qkv_node *nd) {
 #pragma omp parallel for schedule(dynamic, 16) if (n * D > PAR_MIN && n_used > 1)
     for (int64_t k = 0; k < n_used; k++) {
         int32_t v = used[k];
-        float *row = dw + (int64_t)v * D;
-        for (int64_t j = v ? end[v - 1] : 0; j < end[v]; j++) {
-            const float *src = g + order[j] * D;
-            for (int64_t c = 0; c < D; c++) row[c] += src[c];
-        }
+        gather_add(dw + (int64_t)v * D, g, order + (v ? end[v - 1] : 0), end[v] - (v ? end[v - 1] : 0), D);
     }
     return QKV_OK;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "ops/fast_exp.h"
 #include "qkv/ops.h"
 
@@ -95,8 +96,8 @@ typedef struct {
 } ce_saved;
 
 /* Log-sum-exp of a row. Eight lanes of partial maxima and sums let gcc vectorise both loops without
- * reassociating (no -ffast-math), and fix the summation order. */
-static float row_lse(const float *z, int64_t c) {
+ * reassociating (no -ffast-math), and fix the summation order. Compiled per instruction set (core/isa.h). */
+QKV_KERNEL_BODY float row_lse_body(const float *z, int64_t c) {
     float mx[8], acc[8] = {0};
     for (int l = 0; l < 8; l++) mx[l] = z[0];
     int64_t k = 0;
@@ -112,6 +113,20 @@ static float row_lse(const float *z, int64_t c) {
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     return m + logf(s);
 }
+QKV_ISA_KERNEL(float, row_lse, (const float *z, int64_t c), (z, c))
+
+/* d += a softmax(z) - b (w: class weights scaling b, or NULL): one row of the cross-entropy gradient. */
+QKV_KERNEL_BODY void ce_row_grad_body(float *restrict d, const float *restrict z, const float *restrict w, int64_t c,
+                                      float lse, float a, float b) {
+    if (w)
+        for (int64_t k = 0; k < c; k++) d[k] += a * qkv__expf(z[k] - lse) - b * w[k];
+    else
+        for (int64_t k = 0; k < c; k++) d[k] += a * qkv__expf(z[k] - lse) - b;
+}
+QKV_ISA_KERNEL_VOID(ce_row_grad,
+                    (float *restrict d, const float *restrict z, const float *restrict w, int64_t c, float lse, float a,
+                     float b),
+                    (d, z, w, c, lse, a, b))
 
 static qkv_status ce_backward(qkv_ctx *ctx, qkv_node *nd) {
     qkv_tensor *gz = qkv_grad_for(ctx, nd->in[0]);
@@ -132,13 +147,7 @@ static qkv_status ce_backward(qkv_ctx *ctx, qkv_node *nd) {
         float a = scale * ((1 - e) * wt + ec * s->wsum), lse = s->lse[i];
         const float *z = s->z + i * c;
         float *d = dz + i * c;
-        if (s->cw && e != 0) {
-            float b = scale * ec;
-            for (int64_t k = 0; k < c; k++) d[k] += a * qkv__expf(z[k] - lse) - b * s->cw[k];
-        } else {
-            float b = scale * ec;
-            for (int64_t k = 0; k < c; k++) d[k] += a * qkv__expf(z[k] - lse) - b;
-        }
+        ce_row_grad(d, z, s->cw && e != 0 ? s->cw : NULL, c, lse, a, scale * ec);
         d[t] -= scale * (1 - e) * wt;
     }
     return QKV_OK;

@@ -8,7 +8,8 @@
 
 #define QKV_SUM_LANES 16
 
-static inline float qkv__row_sum(const float *restrict x, int64_t n) {
+/* always_inline: it is then compiled for whichever ISA clone (core/isa.h) calls it. */
+static inline __attribute__((always_inline)) float qkv__row_sum(const float *restrict x, int64_t n) {
     float acc[QKV_SUM_LANES] = {0};
     int64_t k = 0;
     for (; k + QKV_SUM_LANES <= n; k += QKV_SUM_LANES)

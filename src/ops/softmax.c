@@ -5,11 +5,14 @@
  * inner at a time (vectorised over inner) with per-column max and sum vectors. Rows are independent, so threads
  * split them and the result does not depend on the thread count.
  *
+ * The row and block loops are compiled per instruction set and dispatched at run time (core/isa.h).
+ *
  * Backward, with y the output: softmax dx = y * (dy - sum(dy * y)); log_softmax dx = dy - exp(y) * sum(dy).
  */
 #include <math.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "ops/row_sum.h"
 #include "ops/fast_exp.h"
 #include "qkv/ops.h"
@@ -19,7 +22,7 @@
 
 /* ---- contiguous row helpers: LANES partial results in a fixed pattern so gcc vectorises them ------------------- */
 
-static float row_max(const float *restrict x, int64_t n) {
+QKV_KERNEL_BODY float row_max(const float *restrict x, int64_t n) {
     float acc[LANES];
     for (int l = 0; l < LANES; l++) acc[l] = -INFINITY;
     int64_t k = 0;
@@ -32,7 +35,7 @@ static float row_max(const float *restrict x, int64_t n) {
 }
 
 
-static float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
+QKV_KERNEL_BODY float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
     float acc[LANES] = {0};
     int64_t k = 0;
     for (; k + LANES <= n; k += LANES)
@@ -46,7 +49,7 @@ static float row_dot(const float *restrict a, const float *restrict b, int64_t n
 /* ---- forward ---------------------------------------------------------------------------------------------------- */
 
 /* One contiguous row: y = softmax(x) or log_softmax(x). */
-static void row_forward(float *restrict y, const float *restrict x, int64_t n, bool log_form) {
+QKV_KERNEL_BODY void row_forward_body(float *restrict y, const float *restrict x, int64_t n, bool log_form) {
     float m = row_max(x, n);
     for (int64_t k = 0; k < n; k++) y[k] = qkv__expf(x[k] - m);
     float s = qkv__row_sum(y, n);
@@ -58,10 +61,12 @@ static void row_forward(float *restrict y, const float *restrict x, int64_t n, b
         for (int64_t k = 0; k < n; k++) y[k] *= r;
     }
 }
+QKV_ISA_KERNEL_VOID(row_forward, (float *restrict y, const float *restrict x, int64_t n, bool log_form),
+                    (y, x, n, log_form))
 
 /* One outer block [n, inner], softmax over n; mx and sm are scratch vectors of length inner. */
-static void block_forward(float *restrict y, const float *restrict x, int64_t n, int64_t inner, float *restrict mx,
-                          float *restrict sm, bool log_form) {
+QKV_KERNEL_BODY void block_forward_body(float *restrict y, const float *restrict x, int64_t n, int64_t inner,
+                                        float *restrict mx, float *restrict sm, bool log_form) {
     for (int64_t j = 0; j < inner; j++) {
         mx[j] = -INFINITY;
         sm[j] = 0.0f;
@@ -84,8 +89,47 @@ static void block_forward(float *restrict y, const float *restrict x, int64_t n,
             for (int64_t j = 0; j < inner; j++) y[k * inner + j] *= sm[j];
     }
 }
+QKV_ISA_KERNEL_VOID(block_forward,
+                    (float *restrict y, const float *restrict x, int64_t n, int64_t inner, float *restrict mx,
+                     float *restrict sm, bool log_form),
+                    (y, x, n, inner, mx, sm, log_form))
 
 /* ---- backward --------------------------------------------------------------------------------------------------- */
+
+QKV_KERNEL_BODY void row_backward_body(float *restrict dr, const float *restrict yr, const float *restrict gr,
+                                       int64_t n, bool log_form) {
+    if (log_form) {
+        float s = qkv__row_sum(gr, n);
+        for (int64_t k = 0; k < n; k++) dr[k] += gr[k] - qkv__expf(yr[k]) * s;
+    } else {
+        float dot = row_dot(gr, yr, n);
+        for (int64_t k = 0; k < n; k++) dr[k] += yr[k] * (gr[k] - dot);
+    }
+}
+QKV_ISA_KERNEL_VOID(row_backward,
+                    (float *restrict dr, const float *restrict yr, const float *restrict gr, int64_t n, bool log_form),
+                    (dr, yr, gr, n, log_form))
+
+QKV_KERNEL_BODY void block_backward_body(float *restrict db, const float *restrict yb, const float *restrict gb,
+                                         int64_t n, int64_t inner, float *restrict acc, bool log_form) {
+    for (int64_t j = 0; j < inner; j++) acc[j] = 0.0f;
+    if (log_form) {
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < inner; j++) acc[j] += gb[k * inner + j];
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < inner; j++)
+                db[k * inner + j] += gb[k * inner + j] - qkv__expf(yb[k * inner + j]) * acc[j];
+    } else {
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < inner; j++) acc[j] += gb[k * inner + j] * yb[k * inner + j];
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < inner; j++) db[k * inner + j] += yb[k * inner + j] * (gb[k * inner + j] - acc[j]);
+    }
+}
+QKV_ISA_KERNEL_VOID(block_backward,
+                    (float *restrict db, const float *restrict yb, const float *restrict gb, int64_t n, int64_t inner,
+                     float *restrict acc, bool log_form),
+                    (db, yb, gb, n, inner, acc, log_form))
 
 static qkv_status softmax_backward(qkv_ctx *ctx, qkv_node *nd) {
     qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
@@ -98,15 +142,7 @@ static qkv_status softmax_backward(qkv_ctx *ctx, qkv_node *nd) {
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t o = 0; o < outer; o++) {
-            const float *restrict yr = y + o * n, *restrict gr = dy + o * n;
-            float *restrict dr = dx + o * n;
-            if (log_form) {
-                float s = qkv__row_sum(gr, n);
-                for (int64_t k = 0; k < n; k++) dr[k] += gr[k] - qkv__expf(yr[k]) * s;
-            } else {
-                float dot = row_dot(gr, yr, n);
-                for (int64_t k = 0; k < n; k++) dr[k] += yr[k] * (gr[k] - dot);
-            }
+            row_backward(dx + o * n, y + o * n, dy + o * n, n, log_form);
         }
         return QKV_OK;
     }
@@ -114,22 +150,8 @@ static qkv_status softmax_backward(qkv_ctx *ctx, qkv_node *nd) {
     if (!scratch) return qkv_last_status();
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t o = 0; o < outer; o++) {
-        const float *restrict yb = y + o * n * inner, *restrict gb = dy + o * n * inner;
-        float *restrict db = dx + o * n * inner, *restrict acc = scratch + o * inner;
-        for (int64_t j = 0; j < inner; j++) acc[j] = 0.0f;
-        if (log_form) {
-            for (int64_t k = 0; k < n; k++)
-                for (int64_t j = 0; j < inner; j++) acc[j] += gb[k * inner + j];
-            for (int64_t k = 0; k < n; k++)
-                for (int64_t j = 0; j < inner; j++)
-                    db[k * inner + j] += gb[k * inner + j] - qkv__expf(yb[k * inner + j]) * acc[j];
-        } else {
-            for (int64_t k = 0; k < n; k++)
-                for (int64_t j = 0; j < inner; j++) acc[j] += gb[k * inner + j] * yb[k * inner + j];
-            for (int64_t k = 0; k < n; k++)
-                for (int64_t j = 0; j < inner; j++)
-                    db[k * inner + j] += yb[k * inner + j] * (gb[k * inner + j] - acc[j]);
-        }
+        block_backward(dx + o * n * inner, y + o * n * inner, dy + o * n * inner, n, inner, scratch + o * inner,
+                       log_form);
     }
     return QKV_OK;
 }

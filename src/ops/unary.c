@@ -4,11 +4,12 @@
  * flat loop per op (the switch sits outside the loop) so gcc vectorises it: exp, sigmoid, gelu and gelu_tanh use
  * the vectorisable qkv__expf (and gelu its own erf); only tanh, log and sqrt call libm. Large tensors are split
  * into fixed chunks across threads; every element is computed independently, so the result does not depend on the
- * thread count.
+ * thread count. The chunk loops are compiled per instruction set and dispatched at run time (core/isa.h).
  */
 #include <math.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "ops/fast_exp.h"
 #include "qkv/ops.h"
 
@@ -32,7 +33,7 @@ static const char *const unop_names[] = {"relu", "gelu", "gelu_tanh", "tanh", "s
  * negative tail keeps its relative accuracy (torch's 0.5 (1 + erf(z)) cancels to 0 there). exp(-x^2/2) uses the
  * exact square x^2 = s + e (fma), since the rounding of x^2 alone would cost 1e-5 relative at x = 10. Measured
  * against float64: Phi within 7e-7 relative for x in [-12, 14]; |x| is clamped at 14, where Phi is denormal. */
-static inline float gelu_phi(float x, float *gauss) {
+QKV_KERNEL_BODY float gelu_phi(float x, float *gauss) {
     float ax = fabsf(x);
     float xc = ax > 14.0f ? 14.0f : ax; /* a comparison, not fminf, so NaN propagates */
     float z = xc * SQRT1_2, z2 = z * z;
@@ -64,12 +65,12 @@ static inline float gelu_phi(float x, float *gauss) {
 
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + c x^3). Since 1 + tanh(u) = 2 sigmoid(2u), this is
  * x * sigmoid(2u): no cancellation for negative x, where 1 + tanh(u) would lose every digit. */
-static inline float gelu_tanh_sig(float x) {
+QKV_KERNEL_BODY float gelu_tanh_sig(float x) {
     float u = SQRT_2_OVER_PI * (x + GELU_C * x * x * x);
     return 1.0f / (1.0f + qkv__expf(-2.0f * u));
 }
 
-static void forward_range(unop op, float *restrict y, const float *restrict x, int64_t n) {
+QKV_KERNEL_BODY void forward_range_body(unop op, float *restrict y, const float *restrict x, int64_t n) {
     switch (op) {
     case U_RELU:
         for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN, as torch */
@@ -100,10 +101,11 @@ static void forward_range(unop op, float *restrict y, const float *restrict x, i
         break;
     }
 }
+QKV_ISA_KERNEL_VOID(forward_range, (unop op, float *restrict y, const float *restrict x, int64_t n), (op, y, x, n))
 
 /* dx += dy * f'(x), with y = f(x) at hand for the ops whose derivative is cheapest in terms of y. */
-static void backward_range(unop op, float *restrict dx, const float *restrict dy, const float *restrict x,
-                           const float *restrict y, int64_t n) {
+QKV_KERNEL_BODY void backward_range_body(unop op, float *restrict dx, const float *restrict dy,
+                                         const float *restrict x, const float *restrict y, int64_t n) {
     switch (op) {
     case U_RELU:
         for (int64_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
@@ -138,6 +140,10 @@ static void backward_range(unop op, float *restrict dx, const float *restrict dy
         break;
     }
 }
+QKV_ISA_KERNEL_VOID(backward_range,
+                    (unop op, float *restrict dx, const float *restrict dy, const float *restrict x,
+                     const float *restrict y, int64_t n),
+                    (op, dx, dy, x, y, n))
 
 static qkv_status unary_backward(qkv_ctx *ctx, qkv_node *nd) {
     qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);

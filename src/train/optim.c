@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "qkv/optim.h"
 
 typedef struct {
@@ -113,37 +114,42 @@ void qkv_optim_free(qkv_optim *o) {
 
 /* ---- updates, one parameter at a time (a parameter is large enough to thread inside) --------------------------- */
 
-static void sgd_update(const qkv_optim_config *c, slot *s, float lr, float wd) {
-    float *p = s->p->data, *g = s->p->grad->data, *buf = s->s1 ? s->s1->data : NULL;
-    int64_t n = qkv_numel(s->p);
-    bool first = !s->momentum_init;
-    float mom = c->momentum, damp = 1.0f - c->dampening;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; i++) {
+/* The element loops run over fixed chunks, each compiled per instruction set and dispatched at run time
+ * (core/isa.h): fmaf is then one instruction wherever the CPU has FMA, even in a baseline x86-64 build. Every
+ * element is independent, so the result depends neither on the thread count nor on the chunking. */
+#define CHUNK 4096
+
+typedef struct {
+    float *p, *g, *s1, *s2;
+    float lr, wd;
+    float mom, damp;                                                   /* SGD */
+    float step_size, inv_bc2_sqrt, b1, b2, omb1, omb2, eps, decay;     /* Adam, AdamW (eps also AdaDelta) */
+    float rho, omr;                                                    /* AdaDelta */
+    bool first, nesterov, decoupled;
+} upd;
+
+QKV_KERNEL_BODY void sgd_range_body(const upd *u, int64_t lo, int64_t hi) {
+    float *restrict p = u->p, *restrict g = u->g, *restrict buf = u->s1;
+    const float lr = u->lr, wd = u->wd, mom = u->mom, damp = u->damp;
+    for (int64_t i = lo; i < hi; i++) {
         float d = g[i];
         if (wd != 0) d = fmaf(wd, p[i], d);
         if (buf) {
-            buf[i] = first ? d : fmaf(damp, d, buf[i] * mom);
-            d = c->nesterov ? fmaf(mom, buf[i], d) : buf[i];
+            buf[i] = u->first ? d : fmaf(damp, d, buf[i] * mom);
+            d = u->nesterov ? fmaf(mom, buf[i], d) : buf[i];
         }
         p[i] = fmaf(-lr, d, p[i]);
     }
-    s->momentum_init = true;
 }
+QKV_ISA_KERNEL_VOID(sgd_range, (const upd *u, int64_t lo, int64_t hi), (u, lo, hi))
 
-static void adam_update(const qkv_optim_config *c, slot *s, float lr, float wd, long t) {
-    float *p = s->p->data, *g = s->p->grad->data, *m = s->s1->data, *v = s->s2->data;
-    int64_t n = qkv_numel(s->p);
-    double bc1 = 1.0 - pow((double)c->beta1, (double)t), bc2 = 1.0 - pow((double)c->beta2, (double)t);
-    float step_size = (float)((double)lr / bc1), inv_bc2_sqrt = 1.0f / (float)sqrt(bc2);
-    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    float omb1 = (float)(1.0 - (double)b1), omb2 = (float)(1.0 - (double)b2);
-    bool decoupled = c->kind == QKV_ADAMW;
-    float decay = (float)(1.0 - (double)lr * (double)wd);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; i++) {
+QKV_KERNEL_BODY void adam_range_body(const upd *u, int64_t lo, int64_t hi) {
+    float *restrict p = u->p, *restrict g = u->g, *restrict m = u->s1, *restrict v = u->s2;
+    const float wd = u->wd, step_size = u->step_size, inv_bc2_sqrt = u->inv_bc2_sqrt, b1 = u->b1, b2 = u->b2;
+    const float omb1 = u->omb1, omb2 = u->omb2, eps = u->eps, decay = u->decay;
+    for (int64_t i = lo; i < hi; i++) {
         float gi = g[i];
-        if (decoupled) {
+        if (u->decoupled) {
             if (wd != 0) p[i] = p[i] * decay;
         } else if (wd != 0) {
             gi = fmaf(wd, p[i], gi);
@@ -154,13 +160,12 @@ static void adam_update(const qkv_optim_config *c, slot *s, float lr, float wd, 
         p[i] = p[i] + -step_size * m[i] / denom; /* addcdiv_: self + value * t1 / t2, unfused */
     }
 }
+QKV_ISA_KERNEL_VOID(adam_range, (const upd *u, int64_t lo, int64_t hi), (u, lo, hi))
 
-static void adadelta_update(const qkv_optim_config *c, slot *s, float lr, float wd) {
-    float *p = s->p->data, *g = s->p->grad->data, *sq = s->s1->data, *acc = s->s2->data;
-    int64_t n = qkv_numel(s->p);
-    float rho = c->rho, omr = (float)(1.0 - (double)c->rho), eps = c->eps;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; i++) {
+QKV_KERNEL_BODY void adadelta_range_body(const upd *u, int64_t lo, int64_t hi) {
+    float *restrict p = u->p, *restrict g = u->g, *restrict sq = u->s1, *restrict acc = u->s2;
+    const float lr = u->lr, wd = u->wd, rho = u->rho, omr = u->omr, eps = u->eps;
+    for (int64_t i = lo; i < hi; i++) {
         float gi = g[i];
         if (wd != 0) gi = fmaf(wd, p[i], gi);
         sq[i] = sq[i] * rho + omr * gi * gi;
@@ -169,6 +174,45 @@ static void adadelta_update(const qkv_optim_config *c, slot *s, float lr, float 
         acc[i] = acc[i] * rho + omr * delta * delta;
         p[i] = fmaf(-lr, delta, p[i]);
     }
+}
+QKV_ISA_KERNEL_VOID(adadelta_range, (const upd *u, int64_t lo, int64_t hi), (u, lo, hi))
+
+typedef enum { U_SGD, U_ADAM, U_ADADELTA } upd_kind;
+
+/* Every element of u->p through one update, in chunks split over the threads for large parameters. */
+static void run_update(upd_kind kind, const upd *u, int64_t n) {
+    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * CHUNK, hi = n - lo < CHUNK ? n : lo + CHUNK;
+        switch (kind) {
+        case U_SGD: sgd_range(u, lo, hi); break;
+        case U_ADAM: adam_range(u, lo, hi); break;
+        case U_ADADELTA: adadelta_range(u, lo, hi); break;
+        }
+    }
+}
+
+static void sgd_update(const qkv_optim_config *c, slot *s, float lr, float wd) {
+    upd u = {.p = s->p->data, .g = s->p->grad->data, .s1 = s->s1 ? s->s1->data : NULL, .lr = lr, .wd = wd,
+             .mom = c->momentum, .damp = 1.0f - c->dampening, .first = !s->momentum_init, .nesterov = c->nesterov};
+    run_update(U_SGD, &u, qkv_numel(s->p));
+    s->momentum_init = true;
+}
+
+static void adam_update(const qkv_optim_config *c, slot *s, float lr, float wd, long t) {
+    double bc1 = 1.0 - pow((double)c->beta1, (double)t), bc2 = 1.0 - pow((double)c->beta2, (double)t);
+    upd u = {.p = s->p->data, .g = s->p->grad->data, .s1 = s->s1->data, .s2 = s->s2->data, .lr = lr, .wd = wd,
+             .step_size = (float)((double)lr / bc1), .inv_bc2_sqrt = 1.0f / (float)sqrt(bc2), .b1 = c->beta1,
+             .b2 = c->beta2, .omb1 = (float)(1.0 - (double)c->beta1), .omb2 = (float)(1.0 - (double)c->beta2),
+             .eps = c->eps, .decay = (float)(1.0 - (double)lr * (double)wd), .decoupled = c->kind == QKV_ADAMW};
+    run_update(U_ADAM, &u, qkv_numel(s->p));
+}
+
+static void adadelta_update(const qkv_optim_config *c, slot *s, float lr, float wd) {
+    upd u = {.p = s->p->data, .g = s->p->grad->data, .s1 = s->s1->data, .s2 = s->s2->data, .lr = lr, .wd = wd,
+             .rho = c->rho, .omr = (float)(1.0 - (double)c->rho), .eps = c->eps};
+    run_update(U_ADADELTA, &u, qkv_numel(s->p));
 }
 
 qkv_status qkv_optim_step(qkv_optim *o) {

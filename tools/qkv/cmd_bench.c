@@ -125,6 +125,7 @@ cJSON *bench_result(const bench_ctx *b, const char *mode) {
     const char *core = openblas_get_corename();
     snprintf(blas, sizeof blas, "openblas-%s", core ? core : "?");
     cJSON_AddStringToObject(o, "blas", blas);
+    cJSON_AddStringToObject(o, "isa", qkv_cpu_isa_name(qkv_cpu_isa()));
     const char *ct = getenv("OPENBLAS_CORETYPE");
     if (ct)
         cJSON_AddStringToObject(o, "OPENBLAS_CORETYPE", ct);

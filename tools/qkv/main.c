@@ -32,6 +32,7 @@ static void usage(FILE *out) {
             QKV_VERSION);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(out, "\nenvironment: QKV_THREADS sets the thread count (default: all cores).\n"
+                 "environment: QKV_ISA=avx512|avx2|generic forces a kernel path (default: the widest this CPU runs).\n"
                  "exit codes: 0 ok, 1 usage error, 2 bad input, 3 runtime failure.\n");
 }
 
@@ -47,8 +48,17 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
+    /* A bad QKV_ISA is bad input: refused before any work, rather than silently running another path. */
+    if (qkv_cpu_check() != QKV_OK) {
+        fprintf(stderr, "qkv: %s\n", qkv_last_error());
+        return CLI_INPUT;
+    }
     if (!strcmp(argv[1], "--version")) {
-        printf("qkv %s\n", QKV_VERSION);
+        qkv_isa best = qkv_cpu_supports(QKV_ISA_AVX512) ? QKV_ISA_AVX512
+                       : qkv_cpu_supports(QKV_ISA_AVX2) ? QKV_ISA_AVX2
+                                                         : QKV_ISA_GENERIC;
+        printf("qkv %s\nkernels: %s (this CPU: %s; QKV_ISA forces avx512, avx2 or generic)\nblas: openblas %s\n",
+               QKV_VERSION, qkv_cpu_isa_name(qkv_cpu_isa()), qkv_cpu_isa_name(best), qkv_cpu_blas_core());
         return CLI_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
