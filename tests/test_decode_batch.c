@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "qkv/decode.h"
 #include "qkv/decode_batch.h"
 #include "qkv/model.h"
 #include "test.h"
@@ -16,7 +17,7 @@
 static const char *const TYPES[] = {"lstm_seq2seq", "transformer_seq2seq", "gpt", "rnnlm"};
 
 static const char *small_config(const char *type) {
-    if (!strcmp(type, "gpt")) return "{\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 32, \"n_layers\": 2, \"init_std\": 0.3}";
+    if (!strcmp(type, "gpt")) return "{\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 32, \"n_layers\": 2, \"init_std\": 0.3, \"n_ctx\": 24}";
     if (!strcmp(type, "rnnlm")) return "{\"d_model\": 12, \"n_layers\": 2, \"rnn\": \"lstm\"}";
     if (!strcmp(type, "lstm_seq2seq"))
         return "{\"embed\": 8, \"hidden\": 12, \"n_layers\": 2, \"attention\": \"additive\", \"input_feeding\": true}";
@@ -221,6 +222,71 @@ TEST(sampling_does_not_depend_on_the_batch) {
     }
 }
 
+typedef struct {
+    int32_t tok[N][32];
+    int64_t n[N];
+    qkv_gen_end end[N];
+    int order[N], count;
+} gen_collect;
+
+static qkv_status gen_take(int index, const int32_t *tokens, int64_t n, qkv_gen_end end, void *user) {
+    gen_collect *c = user;
+    c->order[c->count++] = index;
+    memcpy(c->tok[index], tokens, sizeof(int32_t) * (size_t)n);
+    c->n[index] = n;
+    c->end[index] = end;
+    return QKV_OK;
+}
+
+/* Prompts of 1 to 20 tokens, greedy and sampled, a stop token, and a context that fills up (the GPT holds 24
+ * positions): every prompt ends as qkv_generate ends it alone, in input order. */
+TEST(generate_batch_equals_one_prompt_at_a_time) {
+    for (size_t ti = 2; ti < 4; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_lm_decoder *one = qkv_lm_decoder_new(b.t, b.m);
+        CHECK(one != NULL);
+        const int32_t *prompts[N];
+        int64_t lens[N];
+        for (int i = 0; i < N; i++) {
+            prompts[i] = SRC[i];
+            lens[i] = LEN[i];
+        }
+        int32_t stop = 0;
+        for (int variant = 0; one && variant < 3; variant++) {
+            qkv_gen_opts o = qkv_gen_defaults();
+            o.max_new_tokens = 10;
+            if (variant == 1) {
+                o.sample.temperature = 1.2f;
+                o.sample.top_k = 6;
+                o.seed = 11;
+            }
+            if (variant == 2) { /* greedy again, stopping at the third token prompt 1 chose */
+                o.stop = &stop;
+                o.n_stop = 1;
+            }
+            gen_collect c = {0};
+            CHECK_OK(qkv_generate_batch(b.t, b.m, N, prompts, lens, &o, 4, gen_take, &c));
+            int ended[4] = {0};
+            for (int i = 0; i < N; i++) {
+                CHECKF(c.order[i] == i, "emitted %d as #%d", c.order[i], i);
+                int32_t out[32];
+                qkv_gen_end end;
+                int64_t n = qkv_generate(one, prompts[i], lens[i], &o, out, 32, &end);
+                CHECKF(n == c.n[i] && end == c.end[i] && !memcmp(out, c.tok[i], sizeof(int32_t) * (size_t)n),
+                       "%s variant %d prompt %d: %lld tokens (end %d) alone, %lld (end %d) batched", b.t->name,
+                       variant, i, (long long)n, (int)end, (long long)c.n[i], (int)c.end[i]);
+                ended[c.end[i]]++;
+            }
+            if (variant == 0) stop = c.n[1] >= 3 ? c.tok[1][2] : 0;
+            if (variant == 2) CHECKF(ended[QKV_GEN_STOP_TOKEN] > 0, "%s: some prompt should stop", b.t->name);
+            if (ti == 2 && variant == 0) CHECKF(ended[QKV_GEN_CONTEXT_FULL] > 0, "gpt: the long prompts fill the context");
+        }
+        qkv_lm_decoder_free(one);
+        unbuild(&b);
+    }
+}
+
 TEST(bad_input_is_an_error) {
     built b;
     if (!build("transformer_seq2seq", &b)) return;
@@ -247,6 +313,7 @@ int main(void) {
     RUN(greedy_equals_one_at_a_time);
     RUN(beam_equals_one_at_a_time);
     RUN(sampling_does_not_depend_on_the_batch);
+    RUN(generate_batch_equals_one_prompt_at_a_time);
     RUN(bad_input_is_an_error);
     return test_finish();
 }
