@@ -81,9 +81,17 @@ void decode_track_to_hyp(decode_track *t, int S, double score, qkv_hyp *h) {
  * source. */
 int decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng) {
     (void)rng;
+    /* The first allowed token with the highest score; the running maximum keeps the scan to one compare per token
+     * (it runs over every row's whole vocabulary at every step). */
     int best = -1;
+    float top = -INFINITY;
     for (int v = 0; v < V; v++)
-        if (decode_allowed(o, v) && (best < 0 || lp[v] > lp[best])) best = v;
+        if (lp[v] > top && decode_allowed(o, v)) {
+            top = lp[v];
+            best = v;
+        }
+    for (int v = 0; best < 0 && v < V; v++) /* nothing above -inf: the first allowed one */
+        if (decode_allowed(o, v)) best = v;
     return best;
 }
 
