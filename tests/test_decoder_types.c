@@ -17,8 +17,17 @@
 #include "qkv/ops.h"
 #include "test.h"
 
+/* The LSTM's score function when not its small config's (additive). */
+static const char *lstm_attention;
+
 /* Small sizes for the known types; any other type is built from its defaults. */
 static const char *small_config(const char *type) {
+    static char lstm[160];
+    if (lstm_attention && !strcmp(type, "lstm_seq2seq")) {
+        snprintf(lstm, sizeof lstm, "{\"embed\": 8, \"hidden\": 6, \"n_layers\": 2, \"attention\": \"%s\", "
+                 "\"input_feeding\": true}", lstm_attention);
+        return lstm;
+    }
     static const struct {
         const char *type, *json;
     } small[] = {
@@ -222,6 +231,19 @@ TEST(every_decoder_batches_reorders_and_matches_forward) {
         unbuild(&b);
     }
     CHECKF(with >= 4, "only %d model types can generate", with);
+    /* The LSTM's other score functions: general keeps W h_s from start() on (its decoder's own path). */
+    static const char *const kinds[] = {"general", "dot", "scaled_dot"};
+    for (int k = 0; k < 3; k++) {
+        lstm_attention = kinds[k];
+        built b;
+        qkv_decoder d;
+        if (build(qkv_model_type_find("lstm_seq2seq"), &b) && qkv_model_decoder(b.t, b.m, &d) == QKV_OK) {
+            printf("  attention %s:\n", kinds[k]);
+            check_decoder(&b, &d);
+        }
+        unbuild(&b);
+    }
+    lstm_attention = NULL;
 }
 
 /* The search algorithms of beam.h take any decoder: on a language model (no source) greedy decoding's scores are

@@ -90,6 +90,10 @@ qkv_status qkv_mbr_select(const char *const *cands, int n, qkv_mbr_utility u, in
  * owned by the caller, or NULL on error. NULL callback: the ids as decimal numbers separated by spaces. */
 typedef char *(*qkv_detok_fn)(const int32_t *tokens, int len, void *user);
 
+/* Reduces samples (n >= 1, as drawn) to the MBR choice among them in place: samples->n becomes 1, the winner's score
+ * its expected utility. EOS is stripped before detokenising. */
+qkv_status qkv_mbr_reduce(qkv_hyps *samples, qkv_mbr_utility u, qkv_detok_fn detok, void *user);
+
 /* MBR decoding of one sentence: opts->n_samples samples, EOS stripped before detokenising, the consensus
  * candidate returned as out (n = 1, score = its expected utility). */
 qkv_status qkv_decode_mbr(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,

@@ -111,6 +111,19 @@ typedef enum qkv_gen_end {
 int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt, const qkv_gen_opts *o,
                      int32_t *out, int64_t capacity, qkv_gen_end *end);
 
+/* ---- Many prompts at once ---- */
+/* The generated tokens of prompt `index` (n of them, then why generation ended), in input order. */
+typedef qkv_status (*qkv_gen_emit_fn)(int index, const int32_t *tokens, int64_t n, qkv_gen_end end, void *user);
+
+/* qkv_generate over n prompts, batch_size rows at a time through the type's decoder: rows move in lock step, each
+ * feeding its own prompt and then its own choices (a prompt's length does not delay or pad the others), and leave
+ * the batch when they end. Every prompt gets its own sampler seeded with o->seed, so its tokens and end are exactly
+ * what qkv_generate gives it alone. emit() is called in input order as soon as a prompt and those before it are
+ * done; o->on_token is not used. A status other than QKV_OK from emit stops generation and is returned. */
+qkv_status qkv_generate_batch(const qkv_model_type *type, qkv_model *model, int n, const int32_t *const *prompts,
+                              const int64_t *n_prompt, const qkv_gen_opts *o, int batch_size, qkv_gen_emit_fn emit,
+                              void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,6 +67,43 @@ static char *ids_text(const int32_t *tok, int len) {
     return s;
 }
 
+qkv_status qkv_mbr_reduce(qkv_hyps *samples, qkv_mbr_utility u, qkv_detok_fn detok, void *user) {
+    if (!samples || samples->n < 1) return qkv_error_set(QKV_ERR_INVALID, "mbr: no samples to choose from");
+    int n = samples->n, best = 0;
+    qkv_status st = QKV_OK;
+    char **text = calloc((size_t)n, sizeof *text);
+    double *exp_u = malloc(sizeof(double) * (size_t)n);
+    if (!text || !exp_u) {
+        st = qkv_error_set(QKV_ERR_NOMEM, "decode mbr: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const qkv_hyp *h = &samples->h[i];
+        int len = h->len - (h->finished ? 1 : 0); /* without EOS */
+        text[i] = detok ? detok(h->tokens, len, user) : ids_text(h->tokens, len);
+        if (!text[i]) {
+            st = qkv_last_status() ? qkv_last_status() : qkv_error_set(QKV_ERR_NOMEM, "decode mbr: detokenising failed");
+            goto done;
+        }
+    }
+    if ((st = qkv_mbr_select((const char *const *)text, n, u, &best, exp_u))) goto done;
+    /* Keep the winner: swap it to the front and drop the rest. */
+    qkv_hyp win = samples->h[best];
+    samples->h[best] = samples->h[0];
+    samples->h[0] = win;
+    samples->h[0].score = exp_u[best];
+    for (int i = 1; i < n; i++) {
+        free(samples->h[i].tokens);
+        free(samples->h[i].attn);
+    }
+    samples->n = 1;
+done:
+    for (int i = 0; text && i < n; i++) free(text[i]);
+    free(text);
+    free(exp_u);
+    return st;
+}
+
 qkv_status qkv_decode_mbr(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
                           qkv_mbr_utility u, qkv_detok_fn detok, void *user, qkv_rng *rng, qkv_hyps *out) {
     if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode mbr: out is required");
@@ -77,39 +114,10 @@ qkv_status qkv_decode_mbr(const qkv_decoder *d, const int32_t *src, int src_len,
     qkv_hyps samples;
     qkv_status st = qkv_decode_sample(d, src, src_len, opts->n_samples, opts, rng, &samples);
     if (st) return st;
-    int n = samples.n, best = 0;
-    char **text = calloc((size_t)n, sizeof *text);
-    double *exp_u = malloc(sizeof(double) * (size_t)n);
-    if (!text || !exp_u) {
-        st = qkv_error_set(QKV_ERR_NOMEM, "decode mbr: out of memory");
-        goto done;
+    if ((st = qkv_mbr_reduce(&samples, u, detok, user))) {
+        qkv_hyps_free(&samples);
+        return st;
     }
-    for (int i = 0; i < n; i++) {
-        const qkv_hyp *h = &samples.h[i];
-        int len = h->len - (h->finished ? 1 : 0); /* without EOS */
-        text[i] = detok ? detok(h->tokens, len, user) : ids_text(h->tokens, len);
-        if (!text[i]) {
-            st = qkv_last_status() ? qkv_last_status() : qkv_error_set(QKV_ERR_NOMEM, "decode mbr: detokenising failed");
-            goto done;
-        }
-    }
-    if ((st = qkv_mbr_select((const char *const *)text, n, u, &best, exp_u))) goto done;
-    /* Keep the winner: swap it to the front and drop the rest. */
-    qkv_hyp win = samples.h[best];
-    samples.h[best] = samples.h[0];
-    samples.h[0] = win;
-    samples.h[0].score = exp_u[best];
-    for (int i = 1; i < n; i++) {
-        free(samples.h[i].tokens);
-        free(samples.h[i].attn);
-    }
-    samples.n = 1;
     *out = samples;
-    samples = (qkv_hyps){0};
-done:
-    for (int i = 0; text && i < n; i++) free(text[i]);
-    free(text);
-    free(exp_u);
-    qkv_hyps_free(&samples);
-    return st;
+    return QKV_OK;
 }

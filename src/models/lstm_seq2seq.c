@@ -157,16 +157,18 @@ typedef struct lstm_state {
     qkv_ctx *keep, *work;
     int rows, cap, S;            /* rows now, rows prepared by start (reorder drops and fans out rows) */
     qkv_tensor *henc, *pad;      /* [rows, S, H], [rows, S] */
+    qkv_tensor *keys;            /* general attention: W henc [rows, S, H], computed once (NULL for other kinds) */
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
-    qkv_tensor *full[3 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
+    qkv_tensor *full[4 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
 } lstm_state;
 
-/* The state's tensors as slots: henc, pad, feed, then h and c of each layer. */
-static int lstm_slots(lstm_state *s, qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS]) {
+/* The state's tensors as slots: henc, pad, feed, (keys,) then h and c of each layer. */
+static int lstm_slots(lstm_state *s, qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS]) {
     int n = 0;
     slot[n++] = &s->henc;
     slot[n++] = &s->pad;
     slot[n++] = &s->feed;
+    if (s->keys) slot[n++] = &s->keys;
     for (int l = 0; l < s->m->cfg.num_layers; l++) {
         slot[n++] = &s->h[l];
         slot[n++] = &s->c[l];
@@ -221,12 +223,17 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
     s->pad = keep_copy(s->keep, qkv_index_select(w, pad, 0, row_src));
     s->feed = qkv_ctx_zeros(s->keep, QKV_F32, QKV_DIMS(s->rows, m->cfg.hidden));
     if (!s->henc || !s->pad || !s->feed) goto fail;
+    /* Luong's general score h_t^T W h_s: W h_s does not change while decoding, so it is computed once per source
+     * here rather than for every key at every step (as much work per step as the output projection). */
+    if (m->attn.kind == QKV_SCORE_GENERAL &&
+        !(s->keys = keep_copy(s->keep, qkv_index_select(w, qkv_nn_linear_forward(w, &m->attn.w, henc), 0, row_src))))
+        goto fail;
     for (int l = 0; l < m->cfg.num_layers; l++) {
         s->h[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, hn, l), 0, row_src));
         s->c[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, cn, l), 0, row_src));
         if (!s->h[l] || !s->c[l]) goto fail;
     }
-    qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS];
+    qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
     for (int i = 0, n = lstm_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
     return (qkv_decoder_state *)s;
 fail:
@@ -253,7 +260,13 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     memcpy(c, s->c, sizeof c);
     qkv_tensor *top = decoder_cells(w, m, x, h, c);
     qkv_tensor *a = NULL;
-    qkv_tensor *cx = qkv_nn_score_attention_forward(w, &m->attn, top, s->henc, NULL, s->pad, &a);
+    qkv_nn_score_attention dot = m->attn; /* general with its keys precomputed: a dot product with them */
+    if (s->keys) {
+        dot.kind = QKV_SCORE_DOT;
+        dot.key_dim = s->keys->shape[2];
+    }
+    qkv_tensor *cx = qkv_nn_score_attention_forward(w, &dot, top, s->keys ? s->keys : s->henc, s->keys ? s->henc : NULL,
+                                                    s->pad, &a);
     qkv_tensor *ht = combine(w, m, cx, top);
     qkv_tensor *lp = qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, ht), -1);
     if (!lp || !a) return qkv_last_status();
@@ -275,7 +288,7 @@ static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n
     if (rc) return rc;
     qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
     if (!idx) return qkv_last_status();
-    qkv_tensor **slot[3 + 2 * QKV_RNN_MAX_LAYERS];
+    qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
     for (int i = 0, n = lstm_slots(s, slot); i < n; i++)
         if ((rc = s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, 0))) return rc;
     s->rows = n_rows;

@@ -8,6 +8,7 @@
 #include "qkv/config.h"
 #include "qkv/beam.h"
 #include "qkv/metrics.h"
+#include "qkv/decode_batch.h"
 #include "qkv/decoder.h"
 #include "train_internal.h"
 
@@ -49,23 +50,39 @@ static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
     return join_tokens(t->tgt_vocab ? t->tgt_vocab : t->vocab, ids, len);
 }
 
+typedef struct {
+    int32_t *hyp;
+    int64_t cap;
+    int32_t pad;
+} hyp_rows;
+
+/* Writes example i's hypothesis into its row of hyp (pad after </s>). */
+static qkv_status keep_hyp(int i, qkv_hyps *hs, void *user) {
+    hyp_rows *o = user;
+    int32_t *row = o->hyp + i * o->cap;
+    for (int64_t j = 0; j < o->cap; j++) row[j] = o->pad;
+    const qkv_hyp *h = hs->n ? &hs->h[0] : NULL;
+    for (int j = 0; h && j < h->len && j < o->cap; j++) row[j] = h->tokens[j];
+    return QKV_OK;
+}
+
 /* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>), through the model's incremental decoder
- * (cached state, one token per step), exactly as `qkv translate` decodes greedily: pad and <s> are never produced. */
+ * (cached state, one token per step) in batches of alike lengths, exactly as `qkv translate` decodes greedily: pad
+ * and <s> are never produced. */
 static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap, int32_t *hyp) {
     const task *t = &r->task;
     qkv_decoder dec;
     if (qkv_model_decoder(r->type, r->model, &dec) != QKV_OK || !dec.info.needs_source)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "BLEU: model type '%s' has no incremental decoder from a source",
                              r->type->name);
-    int64_t S = 1;
-    for (int64_t i = 0; i < B; i++)
-        if (s->ex[idx[i]].n > S) S = s->ex[idx[i]].n;
-    int32_t *src = malloc(sizeof *src * (size_t)(B * S)), *len = malloc(sizeof *len * (size_t)B);
+    const int32_t **src = malloc(sizeof *src * (size_t)B);
+    int *len = malloc(sizeof *len * (size_t)B);
     qkv_status st = src && len ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    int32_t none = t->pad;
     for (int64_t i = 0; st == QKV_OK && i < B; i++) {
         const example *e = &s->ex[idx[i]];
-        for (int64_t j = 0; j < S; j++) src[i * S + j] = j < e->n ? s->pool[e->off + j] : t->pad;
-        len[i] = e->n > 0 ? (int32_t)e->n : 1; /* an empty source still has one (pad) position to attend to */
+        src[i] = e->n > 0 ? s->pool + e->off : &none;
+        len[i] = e->n > 0 ? (int)e->n : 1; /* an empty source still has one (pad) position to attend to */
     }
     qkv_decode_opts o = qkv_decode_defaults();
     o.bos = t->tgt_bos;
@@ -73,14 +90,10 @@ static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, i
     o.pad = t->tgt_pad;
     o.max_len = (int)cap;
     o.beam = 1;
-    qkv_hyps hs = {0};
-    if (st == QKV_OK) st = qkv_decode_greedy(&dec, src, len, (int)B, (int)S, &o, &hs);
-    for (int64_t i = 0; st == QKV_OK && i < B; i++) {
-        for (int64_t j = 0; j < cap; j++) hyp[i * cap + j] = t->tgt_pad;
-        const qkv_hyp *h = i < hs.n ? &hs.h[i] : NULL;
-        for (int j = 0; h && j < h->len && j < cap; j++) hyp[i * cap + j] = h->tokens[j];
-    }
-    qkv_hyps_free(&hs);
+    qkv_batch_opts bo = qkv_batch_defaults();
+    bo.batch_size = 64;
+    hyp_rows rows = {.hyp = hyp, .cap = cap, .pad = t->tgt_pad};
+    if (st == QKV_OK) st = qkv_decode_batch(&dec, (int)B, src, len, NULL, &o, &bo, keep_hyp, &rows);
     free(src);
     free(len);
     return st;

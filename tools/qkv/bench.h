@@ -18,6 +18,7 @@ typedef struct bench_ctx {
     const cJSON *cfg;        /* configs.json entry, or NULL */
     const cJSON *configs;    /* the whole file */
     const char *shared_dir;  /* the folder holding bench/configs.json's bench/ (../shared), for data files */
+    const char *model;       /* --model: which model a benchmark of several measures (NULL: its default) */
     int threads, warmup, min_steps, max_steps;
     double max_seconds;
     bool warmup_set, max_steps_set, max_seconds_set; /* given on the command line */

@@ -22,7 +22,7 @@ void bench_register(const bench_entry *e) {
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv bench NAME [--mode M] [--seq-len T] [--configs FILE] [--threads N]\n"
+            "usage: qkv bench NAME [--mode M] [--model M] [--seq-len T] [--configs FILE] [--threads N]\n"
             "                 [--warmup N] [--max-steps N] [--max-seconds S] [--json]\n\n"
             "Measures speed and peak memory. NAME is an entry of the configs file (default\n"
             "../shared/bench/configs.json, found from the current directory or beside the qkv binary)\n"
@@ -218,13 +218,14 @@ static int run_child(const bench_entry *e, const bench_ctx *b, const char *mode,
 }
 
 static int run(int argc, char **argv) {
-    const char *name = NULL, *mode = NULL, *configs_path = NULL;
+    const char *name = NULL, *mode = NULL, *configs_path = NULL, *model = NULL;
     long seq_len = 0, threads = 0, warmup = -1, max_steps = -1;
     double max_seconds = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) continue; /* JSON lines are the only output format */
         if (!strcmp(a, "--mode") && v) mode = argv[++i];
+        else if (!strcmp(a, "--model") && v) model = argv[++i];
         else if (!strcmp(a, "--seq-len") && v) {
             if (!cli_parse_int("bench", a, argv[++i], 1, 1 << 24, &seq_len)) return CLI_USAGE;
         } else if (!strcmp(a, "--configs") && v) configs_path = argv[++i];
@@ -272,6 +273,7 @@ static int run(int argc, char **argv) {
         .warmup_set = warmup >= 0,
         .max_steps_set = max_steps > 0,
         .max_seconds_set = max_seconds >= 0,
+        .model = model,
     };
 #undef BNUM
     /* ../shared/bench/configs.json -> ../shared */

@@ -12,14 +12,18 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv generate --run DIR [--prompt TEXT | TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
             "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n"
-            "                    [--view PAGE.html]\n\n"
+            "                    [--view PAGE.html]\n"
+            "       qkv generate --run DIR --input FILE [--batch N] [sampling options as above]\n\n"
             "Continues the prompt with the run's language model, printing tokens as they come.\n"
             "Temperature 0 (the default) is greedy decoding; --top-k / --top-p restrict sampling to the k most\n"
             "likely tokens / the smallest set with probability p. A seed reproduces a sample. Generation stops\n"
             "after --max-tokens (default 200) or when the model's context is full.\n"
             "--view PAGE.html then runs the model once over prompt + generated text and writes the attention\n"
             "viewer page: one causal map per layer (all heads), the tokens as labels (a space shows as \"\u2423\",\n"
-            "a newline as \"\u23ce\"). Models without attention (rnnlm) cannot be viewed.\n");
+            "a newline as \"\u23ce\"). Models without attention (rnnlm) cannot be viewed.\n"
+            "--input FILE (- for standard input) continues every line of FILE as its own prompt, --batch N\n"
+            "(default 32) at a time, and prints each prompt and its continuation followed by a newline, in input\n"
+            "order: exactly what one --prompt run per line prints.\n");
 }
 
 typedef struct {
@@ -52,9 +56,53 @@ static int on_token(int32_t token, void *user) {
     return 0;
 }
 
+typedef struct {
+    qkv_run *r;
+    const cli_lines *lines;
+} batch_out;
+
+static qkv_status print_continuation(int index, const int32_t *tokens, int64_t n, qkv_gen_end end, void *user) {
+    (void)end;
+    batch_out *b = user;
+    char *text = NULL;
+    qkv_status st = qkv_run_decode(b->r, tokens, (size_t)n, &text);
+    if (st) return st;
+    printf("%s%s\n", b->lines->line[index], text);
+    fflush(stdout);
+    free(text);
+    return QKV_OK;
+}
+
+/* --input: every line a prompt, generated in batches. */
+static int generate_lines(qkv_run *r, const char *path, const qkv_gen_opts *o, int batch) {
+    cli_lines *lines = cli_read_lines("generate", path);
+    if (!lines) return CLI_INPUT;
+    int rc = CLI_OK;
+    size_t n = lines->n;
+    int32_t **ids = calloc(n ? n : 1, sizeof *ids);
+    int64_t *lens = calloc(n ? n : 1, sizeof *lens);
+    if (!ids || !lens) rc = cli_error("generate", CLI_RUNTIME, "out of memory");
+    for (size_t l = 0; l < n && rc == CLI_OK; l++) {
+        size_t k = 0;
+        if (qkv_run_encode(r, lines->line[l], &ids[l], &k) != QKV_OK)
+            rc = cli_error("generate", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
+        lens[l] = (int64_t)k;
+    }
+    batch_out b = {r, lines};
+    if (rc == CLI_OK && qkv_generate_batch(qkv_run_model_type(r), qkv_run_model(r), (int)n,
+                                           (const int32_t *const *)ids, lens, o, batch, print_continuation,
+                                           &b) != QKV_OK)
+        rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s: %s", path, qkv_last_error());
+    for (size_t l = 0; ids && l < n; l++) free(ids[l]);
+    free(ids);
+    free(lens);
+    cli_lines_free(lines);
+    return rc;
+}
+
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *prompt = NULL, *view = NULL;
-    long max_tokens = 200, top_k = 0, seed = 0;
+    const char *dir = NULL, *ckpt = NULL, *prompt = NULL, *view = NULL, *input = NULL;
+    long max_tokens = 200, top_k = 0, seed = 0, batch = 32;
     double temperature = 0, top_p = 1, rep = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -62,6 +110,10 @@ static int run(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--prompt") && v) prompt = argv[++i];
         else if (!strcmp(a, "--view") && v) view = argv[++i];
+        else if (!strcmp(a, "--input") && v) input = argv[++i];
+        else if (!strcmp(a, "--batch") && v) {
+            if (!cli_parse_int("generate", a, argv[++i], 1, 4096, &batch)) return CLI_USAGE;
+        }
         else if (!strcmp(a, "--max-tokens") && v) {
             if (!cli_parse_int("generate", a, argv[++i], 0, 1 << 24, &max_tokens)) return CLI_USAGE;
         } else if (!strcmp(a, "--top-k") && v) {
@@ -77,6 +129,9 @@ static int run(int argc, char **argv) {
         } else if ((a[0] != '-' || !a[1]) && !prompt) prompt = a;
         else return cli_error("generate", CLI_USAGE, "unexpected argument '%s' (see qkv generate --help)", a);
     }
+    if (input && (prompt || view))
+        return cli_error("generate", CLI_USAGE, "--input takes its prompts from a file: not with %s",
+                         prompt ? "a prompt" : "--view");
     if (!prompt) prompt = "";
     if (!dir) return cli_error("generate", CLI_USAGE, "which run? (--run DIR)");
     qkv_run *r = qkv_run_open(dir, ckpt);
@@ -97,6 +152,17 @@ static int run(int argc, char **argv) {
         goto done;
     }
     if (view && (rc = cli_prepare_out("generate", view, false)) != CLI_OK) goto done;
+    if (input) {
+        qkv_gen_opts o = qkv_gen_defaults();
+        o.sample.temperature = (float)temperature;
+        o.sample.top_k = top_k;
+        o.sample.top_p = (float)top_p;
+        o.sample.repetition_penalty = (float)rep;
+        o.max_new_tokens = max_tokens;
+        o.seed = (uint64_t)seed;
+        rc = generate_lines(r, input, &o, (int)batch);
+        goto done;
+    }
     if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK ||
         !(d = qkv_lm_decoder_new(qkv_run_model_type(r), qkv_run_model(r)))) {
         rc = cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/beam.h"
+#include "qkv/decode_batch.h"
 #include "qkv/decoder.h"
 #include "qkv/train.h"
 #include "run_view.h"
@@ -13,12 +14,14 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv translate --run DIR [--beam K] [--alpha A] [--n-best N] [--mbr N [--utility U]]\n"
             "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE]\n"
-            "                     [--view PAGE.html] [FILE]\n\n"
+            "                     [--batch N] [--batch-tokens N] [--view PAGE.html] [FILE]\n\n"
             "Translates each line of FILE (or standard input) with the run's seq2seq model and prints one\n"
             "translation per line. Default: greedy decoding. --beam K: beam search with GNMT length penalty\n"
             "alpha (default 0.6); --n-best N prints the N best, tab-separated with their scores. --mbr N:\n"
             "Minimum Bayes Risk over N samples at --temperature (default 1) with utility bleu (default),\n"
             "rougeL, rouge1 or rouge2.\n"
+            "Sentences are decoded in batches of --batch N (default 32) of alike lengths, optionally also at most\n"
+            "--batch-tokens N rows x source tokens; the output is the same as one at a time, in input order.\n"
             "--view PAGE.html also writes the alignment viewer page: per sentence, one teacher-forced pass over\n"
             "(source, translation) with the attention captured; rows are target tokens, columns source tokens.\n"
             "LSTM: its attention (one map); Transformer: each decoder layer's cross-attention (all heads), then\n"
@@ -70,9 +73,42 @@ static const char *translate_conflict(int argc, char **argv, bool mbr) {
     return NULL;
 }
 
+/* Where each translation goes, in input order: printed at once (the n-best with their scores), kept for --view. */
+typedef struct {
+    detok_ctx *dc;
+    bool mbr;
+    qkv_mbr_utility u;
+    int n_best;
+    run_view_pair *pairs;
+    size_t n_pairs;
+    const cli_lines *lines;
+    int32_t *const *ids;
+    const int *lens;
+} out_ctx;
+
+static qkv_status print_one(int index, qkv_hyps *hs, void *user) {
+    out_ctx *c = user;
+    qkv_status st = c->mbr ? qkv_mbr_reduce(hs, c->u, detok, c->dc) : QKV_OK;
+    if (st) return st;
+    for (int k = 0; k < hs->n && k < c->n_best; k++) {
+        char *text = detok(hs->h[k].tokens, hs->h[k].len, c->dc);
+        if (c->n_best > 1) printf("%s%s\t%.4f", k ? "\t" : "", text ? text : "", hs->h[k].score);
+        else printf("%s", text ? text : "");
+        free(text);
+    }
+    printf("\n");
+    fflush(stdout);
+    if (!c->pairs) return QKV_OK;
+    if (!keep_pair(&c->pairs[c->n_pairs], c->lines->line[index], c->ids[index], c->lens[index],
+                   hs->n ? &hs->h[0] : NULL))
+        return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    c->n_pairs++;
+    return QKV_OK;
+}
+
 static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu", *view = NULL;
-    long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1;
+    long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1, batch = 32, batch_tokens = 0;
     double alpha = 0.6, temperature = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -86,6 +122,10 @@ static int run(int argc, char **argv) {
             if (!cli_parse_int("translate", a, argv[++i], 1, 256, &n_best)) return CLI_USAGE;
         } else if (!strcmp(a, "--mbr") && v) {
             if (!cli_parse_int("translate", a, argv[++i], 1, 4096, &mbr)) return CLI_USAGE;
+        } else if (!strcmp(a, "--batch") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 4096, &batch)) return CLI_USAGE;
+        } else if (!strcmp(a, "--batch-tokens") && v) {
+            if (!cli_parse_int("translate", a, argv[++i], 1, 1L << 30, &batch_tokens)) return CLI_USAGE;
         } else if (!strcmp(a, "--max-len") && v) {
             if (!cli_parse_int("translate", a, argv[++i], 1, 1 << 20, &max_len)) return CLI_USAGE;
         } else if (!strcmp(a, "--seed") && v) {
@@ -138,42 +178,44 @@ static int run(int argc, char **argv) {
     o.alpha = (float)alpha;
     o.temperature = (float)temperature;
     o.n_samples = (int)(mbr ? mbr : 1);
-    qkv_rng rng;
-    qkv_rng_init(&rng, (uint64_t)seed);
     detok_ctx dc = {r};
-    for (size_t l = 0; l < lines->n && rc == CLI_OK; l++) {
-        int32_t *ids = NULL;
+    size_t n_lines = lines->n;
+    int32_t **ids = calloc(n_lines ? n_lines : 1, sizeof *ids);
+    int *lens = malloc(sizeof(int) * (n_lines ? n_lines : 1)), *max_lens = malloc(sizeof(int) * (n_lines ? n_lines : 1));
+    if (!ids || !lens || !max_lens) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
+    for (size_t l = 0; l < n_lines && rc == CLI_OK; l++) {
         size_t n = 0;
-        if (qkv_run_encode(r, lines->line[l], &ids, &n) != QKV_OK) {
+        if (qkv_run_encode(r, lines->line[l], &ids[l], &n) != QKV_OK) {
             rc = cli_error("translate", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
             break;
         }
         if ((int64_t)n > src_max) n = (size_t)src_max;
-        int32_t none = o.pad >= 0 ? o.pad : 0;
-        const int32_t *src = n ? ids : &none;
-        int len = n ? (int)n : 1;
-        o.max_len = max_len ? (int)max_len : 2 * len + 10;
-        qkv_hyps hs = {0};
-        qkv_status st = mbr ? qkv_decode_mbr(&dec, src, len, &o, u, detok, &dc, &rng, &hs)
-                        : beam > 1 ? qkv_decode_beam(&dec, src, len, &o, &hs)
-                                   : qkv_decode_greedy(&dec, src, NULL, 1, len, &o, &hs);
-        if (st != QKV_OK) {
-            rc = cli_error("translate", cli_status_exit(st), "%s:%zu: %s", path, l + 1, qkv_last_error());
-        } else {
-            for (int k = 0; k < hs.n && k < o.n_best; k++) {
-                char *text = detok(hs.h[k].tokens, hs.h[k].len, &dc);
-                if (n_best > 1) printf("%s%s\t%.4f", k ? "\t" : "", text ? text : "", hs.h[k].score);
-                else printf("%s", text ? text : "");
-                free(text);
-            }
-            printf("\n");
-            fflush(stdout);
-            if (pairs && keep_pair(&pairs[n_pairs], lines->line[l], src, len, hs.n ? &hs.h[0] : NULL)) n_pairs++;
-            else if (pairs) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
+        if (!n) { /* an empty line still has one (pad) position to attend to */
+            free(ids[l]);
+            if (!(ids[l] = malloc(sizeof(int32_t)))) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
+            else ids[l][0] = o.pad >= 0 ? o.pad : 0;
+            n = 1;
         }
-        qkv_hyps_free(&hs);
-        free(ids);
+        lens[l] = (int)n;
+        max_lens[l] = max_len ? (int)max_len : 2 * (int)n + 10;
     }
+    qkv_batch_opts bo = qkv_batch_defaults();
+    bo.search = mbr ? QKV_SEARCH_SAMPLE : beam > 1 ? QKV_SEARCH_BEAM : QKV_SEARCH_GREEDY;
+    bo.batch_size = (int)batch;
+    bo.batch_tokens = batch_tokens;
+    bo.seed = (uint64_t)seed;
+    out_ctx oc = {.dc = &dc, .mbr = mbr > 0, .u = u, .n_best = o.n_best, .pairs = pairs, .lines = lines,
+                  .ids = ids, .lens = lens};
+    if (rc == CLI_OK) {
+        qkv_status st = qkv_decode_batch(&dec, (int)n_lines, (const int32_t *const *)ids, lens, max_lens, &o, &bo,
+                                         print_one, &oc);
+        if (st != QKV_OK) rc = cli_error("translate", cli_status_exit(st), "%s: %s", path, qkv_last_error());
+    }
+    n_pairs = oc.n_pairs;
+    for (size_t l = 0; ids && l < n_lines; l++) free(ids[l]);
+    free(ids);
+    free(lens);
+    free(max_lens);
     if (rc == CLI_OK && pairs) {
         if (run_view_write_pairs(r, dir, pairs, (int)n_pairs, view) != QKV_OK)
             rc = cli_error("translate", cli_status_exit(qkv_last_status()), "--view: %s", qkv_last_error());

@@ -1,0 +1,64 @@
+/* What the decoding algorithms of src/decode share: option checks, a step normalised to log-probabilities, token
+ * choice, hypotheses under construction, and the batched searches that one-sentence calls run as a batch of one. */
+#ifndef QKV_DECODE_INTERNAL_H
+#define QKV_DECODE_INTERNAL_H
+
+#include "core/visibility.h"
+#include "qkv/beam.h"
+
+QKV_INTERNAL_BEGIN
+
+qkv_status qkv__decode_check_opts(const qkv_decoder *d, const qkv_decode_opts *o, const char *who);
+/* Beam size, n_best and alpha. */
+qkv_status qkv__decode_check_beam(const qkv_decode_opts *o, const char *who);
+
+/* One decoder step whose scores are log-probabilities: a decoder that returns raw logits is normalised here. */
+qkv_status qkv__decode_step(const qkv_decoder *d, qkv_decoder_state *st, const int32_t *tokens, float *lp, float *attn,
+                            int rows);
+
+/* Whether token v may be generated. */
+static inline bool decode_allowed(const qkv_decode_opts *o, int v) { return v != o->bos && v != o->pad; }
+
+/* A row's next token from its log-probabilities lp[V]: the best allowed one, or a draw at o->temperature. */
+typedef int (*decode_pick_fn)(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
+int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
+int qkv__decode_pick_sample(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
+
+/* A hypothesis being built: tokens and attention rows (S source positions each) for up to max_len steps. */
+typedef struct decode_track {
+    int32_t *tok;
+    float *attn;
+    int len;
+    double logprob;
+    bool done;
+} decode_track;
+
+qkv_status qkv__decode_tracks_new(decode_track *t, int n, int max_len, int S, bool attn);
+void qkv__decode_tracks_free(decode_track *t, int n);
+/* Moves a track into a result hypothesis (the track's buffers change owner). */
+void qkv__decode_track_to_hyp(decode_track *t, int S, double score, qkv_hyp *h);
+
+/* One input of a batched search: its source (NULL for a language model), length and generation limit. */
+typedef struct decode_item {
+    int index; /* the input's position, passed back to done() */
+    const int32_t *src;
+    int len;     /* source tokens, >= 1 (seq2seq) */
+    int max_len; /* generated tokens at most, >= 1 */
+} decode_item;
+
+/* Called once per item as soon as its search ends; may take the hypotheses (leaving hs empty). */
+typedef qkv_status (*decode_done_fn)(void *user, int index, qkv_hyps *hs);
+/* done() that moves the hypotheses into user, a qkv_hyps. */
+qkv_status qkv__decode_keep_one(void *user, int index, qkv_hyps *hs);
+
+/* Beam search over n items at once (rows: each item's live hypotheses; finished items leave the batch). */
+qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items, int n, const qkv_decode_opts *o,
+                                  decode_done_fn done, void *user);
+/* Greedy (rows_per_item 1, pick greedy) or sampling (rows_per_item samples, each row drawing from rngs[row]:
+ * rngs[i * rows_per_item + j] for item i) over n items at once; finished rows leave the batch. */
+qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items, int n, int rows_per_item,
+                                  const qkv_decode_opts *o, decode_pick_fn pick, qkv_rng *rngs, decode_done_fn done,
+                                  void *user);
+
+QKV_INTERNAL_END
+#endif

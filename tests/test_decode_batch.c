@@ -1,0 +1,319 @@
+/* Batched decoding (decode_batch.h) against one sentence at a time, for every model type that generates: greedy
+ * and beam search give the same hypotheses (log-probabilities and attention within 1e-5) whatever the batch size,
+ * with very short and very long inputs mixed and per-input length limits; inputs that never emit EOS stop at their
+ * max_len; sampling gives the same samples in a batch as alone; results arrive in input order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "qkv/decode.h"
+#include "qkv/decode_batch.h"
+#include "qkv/model.h"
+#include "test.h"
+
+static const char *const TYPES[] = {"lstm_seq2seq", "transformer_seq2seq", "gpt", "rnnlm"};
+
+static const char *small_config(const char *type) {
+    if (!strcmp(type, "gpt")) return "{\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 32, \"n_layers\": 2, \"init_std\": 0.3, \"n_ctx\": 24}";
+    if (!strcmp(type, "rnnlm")) return "{\"d_model\": 12, \"n_layers\": 2, \"rnn\": \"lstm\"}";
+    if (!strcmp(type, "lstm_seq2seq"))
+        return "{\"embed\": 8, \"hidden\": 12, \"n_layers\": 2, \"attention\": \"additive\", \"input_feeding\": true}";
+    return "{\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 16, \"n_enc_layers\": 1, \"n_dec_layers\": 2, \"dropout\": 0.0}";
+}
+
+enum { V_SRC = 11, V_TGT = 13, MAXLEN = 24, N = 11 };
+
+typedef struct built {
+    const qkv_model_type *t;
+    qkv_params *p;
+    qkv_model *m;
+    qkv_decoder d;
+} built;
+
+static bool build(const char *name, built *b) {
+    memset(b, 0, sizeof *b);
+    b->t = qkv_model_type_find(name);
+    CHECKF(b->t != NULL, "type %s", name);
+    if (!b->t) return false;
+    cJSON *cfg = b->t->default_config ? cJSON_Parse(b->t->default_config) : cJSON_CreateObject();
+    cJSON *over = cJSON_Parse(small_config(name));
+    for (cJSON *it = over ? over->child : NULL; cfg && it; it = it->next) {
+        cJSON_DeleteItemFromObjectCaseSensitive(cfg, it->string);
+        cJSON_AddItemToObject(cfg, it->string, cJSON_Duplicate(it, true));
+    }
+    qkv_task_info info = {.vocab_size = V_SRC, .n_classes = 3, .pad_id = 0, .max_len = MAXLEN};
+    if (!strcmp(b->t->task, "seq2seq")) info.tgt_vocab_size = V_TGT;
+    b->p = qkv_params_new();
+    qkv_rng rng;
+    qkv_rng_init(&rng, 23);
+    b->m = cfg ? b->t->create(cfg, &info, b->p, &rng) : NULL;
+    cJSON_Delete(cfg);
+    cJSON_Delete(over);
+    CHECKF(b->m != NULL, "%s create: %s", name, qkv_last_error());
+    if (!b->m) return false;
+    CHECK_OK(qkv_model_decoder(b->t, b->m, &b->d));
+    return true;
+}
+
+static void unbuild(built *b) {
+    if (b->m) b->t->free(b->m);
+    qkv_params_free(b->p);
+}
+
+/* Inputs: lengths from 1 to 20 mixed, ids in [3, V_SRC); limits from 1 to 18 generated tokens. */
+static const int LEN[N] = {1, 20, 2, 9, 1, 3, 20, 5, 7, 14, 2}, MAX[N] = {12, 18, 1, 6, 18, 3, 9, 14, 12, 18, 2};
+static int32_t SRC[N][20];
+
+static void make_sources(void) {
+    qkv_rng rng;
+    qkv_rng_init(&rng, 5);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < 20; j++) SRC[i][j] = 3 + (int32_t)qkv_rng_below(&rng, V_SRC - 3);
+}
+
+typedef struct {
+    qkv_hyps got[N];
+    int order[N], n;
+} collect;
+
+static qkv_status take(int index, qkv_hyps *hs, void *user) {
+    collect *c = user;
+    c->order[c->n++] = index;
+    c->got[index] = *hs;
+    *hs = (qkv_hyps){0};
+    return QKV_OK;
+}
+
+static void collect_free(collect *c) {
+    for (int i = 0; i < N; i++) qkv_hyps_free(&c->got[i]);
+}
+
+static qkv_status run_batch(const built *b, const qkv_decode_opts *o, qkv_search search, int batch_size,
+                            int64_t batch_tokens, collect *c) {
+    memset(c, 0, sizeof *c);
+    const int32_t *src[N];
+    for (int i = 0; i < N; i++) src[i] = SRC[i];
+    qkv_batch_opts bo = qkv_batch_defaults();
+    bo.search = search;
+    bo.batch_size = batch_size;
+    bo.batch_tokens = batch_tokens;
+    bo.seed = 99;
+    bool s2s = b->d.info.needs_source;
+    qkv_status st = qkv_decode_batch(&b->d, N, s2s ? src : NULL, s2s ? LEN : NULL, MAX, o, &bo, take, c);
+    CHECKF(st == QKV_OK, "%s batch %d: %s", b->t->name, batch_size, qkv_last_error());
+    for (int i = 0; st == QKV_OK && i < N; i++) CHECKF(c->order[i] == i, "emitted %d as #%d", c->order[i], i);
+    return st;
+}
+
+/* Hypotheses equal: tokens and finished exactly, log-probability, score and attention within 1e-5. */
+static void same_hyps(const char *what, const qkv_hyps *a, const qkv_hyps *b, int i) {
+    CHECKF(a->n == b->n, "%s #%d: %d vs %d hypotheses", what, i, a->n, b->n);
+    for (int k = 0; k < a->n && k < b->n; k++) {
+        const qkv_hyp *x = &a->h[k], *y = &b->h[k];
+        bool same = x->len == y->len && x->finished == y->finished &&
+                    !memcmp(x->tokens, y->tokens, sizeof(int32_t) * (size_t)x->len);
+        CHECKF(same, "%s #%d hyp %d: tokens differ (len %d vs %d)", what, i, k, x->len, y->len);
+        CHECKF(fabs(x->logprob - y->logprob) < 1e-5 && fabs(x->score - y->score) < 1e-5,
+               "%s #%d hyp %d: logprob %.8f vs %.8f", what, i, k, x->logprob, y->logprob);
+        CHECKF((x->attn == NULL) == (y->attn == NULL) && x->src_len == y->src_len, "%s #%d: attention shape", what, i);
+        for (int j = 0; same && x->attn && y->attn && j < x->len * x->src_len; j++)
+            if (fabsf(x->attn[j] - y->attn[j]) > 1e-5f) {
+                CHECKF(false, "%s #%d hyp %d: attention %d: %g vs %g", what, i, k, j, (double)x->attn[j],
+                       (double)y->attn[j]);
+                break;
+            }
+    }
+}
+
+static qkv_decode_opts opts_for(const built *b) {
+    qkv_decode_opts o = qkv_decode_defaults();
+    o.bos = 1;
+    o.eos = 2;
+    o.pad = 0;
+    o.want_attention = b->d.info.source_attention;
+    return o;
+}
+
+TEST(greedy_equals_one_at_a_time) {
+    for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_decode_opts o = opts_for(&b);
+        bool s2s = b.d.info.needs_source;
+        qkv_hyps one[N] = {0};
+        int unfinished = 0;
+        for (int i = 0; i < N; i++) {
+            o.max_len = MAX[i];
+            CHECK_OK(qkv_decode_greedy(&b.d, s2s ? SRC[i] : NULL, s2s ? LEN + i : NULL, 1, s2s ? LEN[i] : 0, &o,
+                                       &one[i]));
+            const qkv_hyp *h = &one[i].h[0];
+            /* An input that has not emitted EOS stops exactly at its limit. */
+            if (!h->finished) unfinished++;
+            CHECKF(h->finished ? h->tokens[h->len - 1] == 2 && h->len <= MAX[i] : h->len == MAX[i],
+                   "%s #%d: len %d, max %d, finished %d", b.t->name, i, h->len, MAX[i], h->finished);
+        }
+        CHECKF(unfinished > 0, "%s: some input should run to its limit", b.t->name);
+        static const int sizes[][2] = {{1, 0}, {3, 0}, {64, 0}, {64, 60}};
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            collect c;
+            char what[64];
+            snprintf(what, sizeof what, "%s greedy batch %d", b.t->name, sizes[si][0]);
+            if (run_batch(&b, &o, QKV_SEARCH_GREEDY, sizes[si][0], sizes[si][1], &c) == QKV_OK)
+                for (int i = 0; i < N; i++) same_hyps(what, &c.got[i], &one[i], i);
+            collect_free(&c);
+        }
+        for (int i = 0; i < N; i++) qkv_hyps_free(&one[i]);
+        unbuild(&b);
+    }
+}
+
+TEST(beam_equals_one_at_a_time) {
+    for (size_t ti = 0; ti < 2; ti++) { /* the seq2seq types: beam search is for translation */
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_decode_opts o = opts_for(&b);
+        o.beam = 4;
+        o.n_best = 2;
+        qkv_hyps one[N] = {0};
+        for (int i = 0; i < N; i++) {
+            o.max_len = MAX[i];
+            CHECK_OK(qkv_decode_beam(&b.d, SRC[i], LEN[i], &o, &one[i]));
+            CHECKF(one[i].n == 2 || (MAX[i] == 1 && one[i].n >= 1), "%s #%d: %d best", b.t->name, i, one[i].n);
+        }
+        for (int bs = 1; bs <= 64; bs *= 4) {
+            collect c;
+            char what[64];
+            snprintf(what, sizeof what, "%s beam batch %d", b.t->name, bs);
+            if (run_batch(&b, &o, QKV_SEARCH_BEAM, bs, 0, &c) == QKV_OK)
+                for (int i = 0; i < N; i++) same_hyps(what, &c.got[i], &one[i], i);
+            collect_free(&c);
+        }
+        for (int i = 0; i < N; i++) qkv_hyps_free(&one[i]);
+        unbuild(&b);
+    }
+}
+
+TEST(sampling_does_not_depend_on_the_batch) {
+    for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_decode_opts o = opts_for(&b);
+        o.n_samples = 3;
+        o.temperature = 1.5f;
+        collect alone, all;
+        if (run_batch(&b, &o, QKV_SEARCH_SAMPLE, 1, 0, &alone) == QKV_OK &&
+            run_batch(&b, &o, QKV_SEARCH_SAMPLE, 64, 0, &all) == QKV_OK) {
+            int differ = 0;
+            for (int i = 0; i < N; i++) {
+                same_hyps(b.t->name, &all.got[i], &alone.got[i], i);
+                const qkv_hyp *h = alone.got[i].h;
+                for (int k = 1; k < alone.got[i].n; k++)
+                    differ += h[k].len != h[0].len ||
+                              memcmp(h[k].tokens, h[0].tokens, sizeof(int32_t) * (size_t)h[0].len) != 0;
+            }
+            CHECKF(differ > 0, "%s: a sentence's samples come from different streams", b.t->name);
+        }
+        collect_free(&alone);
+        collect_free(&all);
+        unbuild(&b);
+    }
+}
+
+typedef struct {
+    int32_t tok[N][32];
+    int64_t n[N];
+    qkv_gen_end end[N];
+    int order[N], count;
+} gen_collect;
+
+static qkv_status gen_take(int index, const int32_t *tokens, int64_t n, qkv_gen_end end, void *user) {
+    gen_collect *c = user;
+    c->order[c->count++] = index;
+    memcpy(c->tok[index], tokens, sizeof(int32_t) * (size_t)n);
+    c->n[index] = n;
+    c->end[index] = end;
+    return QKV_OK;
+}
+
+/* Prompts of 1 to 20 tokens, greedy and sampled, a stop token, and a context that fills up (the GPT holds 24
+ * positions): every prompt ends as qkv_generate ends it alone, in input order. */
+TEST(generate_batch_equals_one_prompt_at_a_time) {
+    for (size_t ti = 2; ti < 4; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_lm_decoder *one = qkv_lm_decoder_new(b.t, b.m);
+        CHECK(one != NULL);
+        const int32_t *prompts[N];
+        int64_t lens[N];
+        for (int i = 0; i < N; i++) {
+            prompts[i] = SRC[i];
+            lens[i] = LEN[i];
+        }
+        int32_t stop = 0;
+        for (int variant = 0; one && variant < 3; variant++) {
+            qkv_gen_opts o = qkv_gen_defaults();
+            o.max_new_tokens = 10;
+            if (variant == 1) {
+                o.sample.temperature = 1.2f;
+                o.sample.top_k = 6;
+                o.seed = 11;
+            }
+            if (variant == 2) { /* greedy again, stopping at the third token prompt 1 chose */
+                o.stop = &stop;
+                o.n_stop = 1;
+            }
+            gen_collect c = {0};
+            CHECK_OK(qkv_generate_batch(b.t, b.m, N, prompts, lens, &o, 4, gen_take, &c));
+            int ended[4] = {0};
+            for (int i = 0; i < N; i++) {
+                CHECKF(c.order[i] == i, "emitted %d as #%d", c.order[i], i);
+                int32_t out[32];
+                qkv_gen_end end;
+                int64_t n = qkv_generate(one, prompts[i], lens[i], &o, out, 32, &end);
+                CHECKF(n == c.n[i] && end == c.end[i] && !memcmp(out, c.tok[i], sizeof(int32_t) * (size_t)n),
+                       "%s variant %d prompt %d: %lld tokens (end %d) alone, %lld (end %d) batched", b.t->name,
+                       variant, i, (long long)n, (int)end, (long long)c.n[i], (int)c.end[i]);
+                ended[c.end[i]]++;
+            }
+            if (variant == 0) stop = c.n[1] >= 3 ? c.tok[1][2] : 0;
+            if (variant == 2) CHECKF(ended[QKV_GEN_STOP_TOKEN] > 0, "%s: some prompt should stop", b.t->name);
+            if (ti == 2 && variant == 0) CHECKF(ended[QKV_GEN_CONTEXT_FULL] > 0, "gpt: the long prompts fill the context");
+        }
+        qkv_lm_decoder_free(one);
+        unbuild(&b);
+    }
+}
+
+TEST(bad_input_is_an_error) {
+    built b;
+    if (!build("transformer_seq2seq", &b)) return;
+    qkv_decode_opts o = opts_for(&b);
+    qkv_batch_opts bo = qkv_batch_defaults();
+    collect c = {0};
+    int len = 0;
+    const int32_t *src[1] = {SRC[0]};
+    CHECK(qkv_decode_batch(&b.d, 1, NULL, NULL, NULL, &o, &bo, take, &c) == QKV_ERR_INVALID);
+    CHECK(qkv_decode_batch(&b.d, 1, src, &len, NULL, &o, &bo, take, &c) == QKV_ERR_INVALID);
+    bo.batch_size = 0;
+    len = 1;
+    CHECK(qkv_decode_batch(&b.d, 1, src, &len, NULL, &o, &bo, take, &c) == QKV_ERR_INVALID);
+    bo = qkv_batch_defaults();
+    bo.search = QKV_SEARCH_BEAM;
+    o.n_best = 5;
+    CHECK(qkv_decode_batch(&b.d, 1, src, &len, NULL, &o, &bo, take, &c) == QKV_ERR_INVALID);
+    CHECK(c.n == 0);
+    unbuild(&b);
+}
+
+int main(void) {
+    make_sources();
+    RUN(greedy_equals_one_at_a_time);
+    RUN(beam_equals_one_at_a_time);
+    RUN(sampling_does_not_depend_on_the_batch);
+    RUN(generate_batch_equals_one_prompt_at_a_time);
+    RUN(bad_input_is_an_error);
+    return test_finish();
+}
