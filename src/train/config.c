@@ -37,6 +37,8 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, data.cls_token, "data.cls_token", false, "classify, word tokenizer: prepend [CLS]"),
     QKV_FIELD_BOOL(S, data.shuffle, "data.shuffle", true, "seeded shuffle each epoch"),
     QKV_FIELD_BOOL(S, data.bucket, "data.bucket", true, "batch examples of alike lengths"),
+    QKV_FIELD_CHOICE(S, data.tagset, "data.tagset", "universal", "universal|brown|names",
+                     "tagging: column 2, column 3, or the NAME entities derived from column 3 (docs/tagging.md)"),
     QKV_FIELD_INT(S, train.steps, "train.steps", 1000, 1, NO_MAX, "total optimiser steps"),
     QKV_FIELD_INT(S, train.batch_size, "train.batch_size", 32, 1, 1 << 20, "examples (lm: windows) per step"),
     QKV_FIELD_CHOICE(S, train.optimizer.name, "train.optimizer.name", "adam", "sgd|adam|adamw|adadelta",

@@ -319,7 +319,7 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
 
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
-    if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY ? "accuracy" : "loss";
+    if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY || L->r->task.kind == TASK_TAGGING ? "accuracy" : "loss";
     const char *mode = L->r->set.eval.mode;
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||
@@ -335,7 +335,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         strcmp(L.metric, "macro_f1"))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is not a classify metric", L.metric);
     if (r->have_dev && r->task.kind != TASK_CLASSIFY &&
-        (!strcmp(L.metric, "accuracy") || !strcmp(L.metric, "macro_f1")))
+        (!strcmp(L.metric, "macro_f1") || (!strcmp(L.metric, "accuracy") && r->task.kind != TASK_TAGGING)))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is only for classify tasks", L.metric);
     if (r->have_dev && !strcmp(L.metric, "bleu") &&
         (r->task.kind != TASK_SEQ2SEQ || !r->set.eval.bleu))
