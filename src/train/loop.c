@@ -319,7 +319,8 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
 
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
-    if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY || L->r->task.kind == TASK_TAGGING ? "accuracy" : "loss";
+    task_kind k = L->r->task.kind;
+    if (!strcmp(m, "auto")) m = k == TASK_CLASSIFY || k == TASK_TAGGING ? "accuracy" : "loss";
     const char *mode = L->r->set.eval.mode;
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||

@@ -11,7 +11,7 @@
 
 #include "task_tagging.h"
 
-/* ---- the names layer ------------------------------------------------------------------------------------------- */
+/* ---- the names layer --------------------------------------------------------------------------------------------- */
 
 /* The Brown tag without its -hl / -tl / -nc / -fw suffixes (any number, any order) is at most `len` bytes of tag. */
 static size_t base_len(const char *tag, bool *has_tl) {
@@ -58,7 +58,7 @@ void qkv__tagging_names(char *const *tokens, char *const *brown, size_t n, const
     }
 }
 
-/* ---- reading sentences ---------------------------------------------------------------------------------------- */
+/* ---- reading sentences ------------------------------------------------------------------------------------------- */
 
 typedef struct sentence {
     char **tok, **tag; /* tag: the chosen layer's tags (names: static strings) */
@@ -187,7 +187,7 @@ static qkv_status read_sentences(const char *path, int tagset, sentence_fn fn, v
     return st;
 }
 
-/* ---- vocabulary and tags --------------------------------------------------------------------------------------- */
+/* ---- vocabulary and tags ----------------------------------------------------------------------------------------- */
 
 static char *path_in(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -385,10 +385,10 @@ static qkv_status load_sentence(void *user, const char *path, const sentence *se
     e->tn = n;
     for (size_t i = 0; i < sen->n; i++) {
         int id = find_tag(t, sen->tag[i]);
+        static const char *const set[] = {"universal", "brown", "names"};
         if (id < 0)
             return qkv_error_set(QKV_ERR_FORMAT, "%s:%ld: tag '%s' is not one of the %d tags of the training data "
-                                 "(data.tagset %s)", path, sen->line[i], sen->tag[i], t->n_labels,
-                                 t->tagset == TAGSET_BROWN ? "brown" : t->tagset == TAGSET_NAMES ? "names" : "universal");
+                                 "(data.tagset %s)", path, sen->line[i], sen->tag[i], t->n_labels, set[t->tagset]);
         s->pool[s->pool_n++] = id;
         s->n_chars += (int64_t)strlen(sen->tok[i]);
     }
@@ -414,7 +414,7 @@ bool qkv__tagging_is_bio(const task *t) {
     return entity;
 }
 
-/* ---- free text ---------------------------------------------------------------------------------------------------- */
+/* ---- free text --------------------------------------------------------------------------------------------------- */
 
 static bool punct(char c) { return strchr(".,;:!?\"()[]{}`", c) != NULL && c; }
 
