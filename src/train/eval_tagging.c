@@ -126,7 +126,7 @@ cJSON *qkv__tagging_tag(qkv_run *r, const char *text) {
     const task *t = &r->task;
     char **toks = NULL;
     size_t n = 0;
-    if (qkv__tagging_split(text, &toks, &n) != QKV_OK) return NULL;
+    if (qkv__tagging_split(t, text, &toks, &n) != QKV_OK) return NULL;
     if (n == 0) {
         free(toks);
         qkv_error_set(QKV_ERR_INVALID, "the text has no words to tag");

@@ -418,7 +418,18 @@ bool qkv__tagging_is_bio(const task *t) {
 
 static bool punct(char c) { return strchr(".,;:!?\"()[]{}`", c) != NULL && c; }
 
-qkv_status qkv__tagging_split(const char *text, char ***toks, size_t *n) {
+static bool known(const task *t, const char *w, size_t len) {
+    if (!t || !t->vocab || len > 256) return false;
+    char buf[257];
+    memcpy(buf, w, len);
+    buf[len] = '\0';
+    char *v = vocab_form(t, buf);
+    bool k = v && qkv_vocab_id(t->vocab, v, strlen(v)) >= 0;
+    free(v);
+    return k;
+}
+
+qkv_status qkv__tagging_split(const task *t, const char *text, char ***toks, size_t *n) {
     /* Pieces point into one block after the pointer array, as qkv_word_split's. */
     size_t len = strlen(text), max = 2 * len + 1;
     char **out = malloc(sizeof *out * (max + 1) + 2 * len + 2);
@@ -433,6 +444,7 @@ qkv_status qkv__tagging_split(const char *text, char ***toks, size_t *n) {
         size_t lead = a, trail = b;
         while (lead < b && punct(text[lead])) lead++;
         while (trail > lead && punct(text[trail - 1])) trail--;
+        if (trail > lead && trail < b && known(t, text + lead, b - lead)) trail = b; /* "Mr." */
         for (size_t p = a; p < lead; p++) { /* each leading mark its own token */
             out[k++] = w;
             *w++ = text[p];

@@ -18,8 +18,9 @@ qkv_status qkv__tagging_prepare(task *t, const qkv_run_settings *rs, const char 
 /* Reads and encodes a file of "token<TAB>universal<TAB>brown" lines, sentences separated by one blank line. */
 qkv_status qkv__tagging_load(task *t, const char *path, split *s);
 /* Free text as tagger tokens: split on whitespace, then punctuation at either end of a word is a token of its own
- * (as the Brown corpus writes it: "Atlanta's" stays one token, "said," is two). *toks as qkv_word_split's. */
-qkv_status qkv__tagging_split(const char *text, char ***toks, size_t *n);
+ * (as the Brown corpus writes it: "Atlanta's" stays one token, "said," is two), unless the word with its marks is
+ * in t's vocabulary ("Mr.", "U.S."; t may be NULL). *toks as qkv_word_split's. */
+qkv_status qkv__tagging_split(const task *t, const char *text, char ***toks, size_t *n);
 /* Token ids of tokens, with the run's lowercasing and <unk>. */
 qkv_status qkv__tagging_encode(const task *t, char *const *toks, size_t n, int32_t *ids);
 /* Whether the tags are BIO (every tag O, B-<type> or I-<type>): then entities are scored and printed. */
