@@ -36,6 +36,10 @@ expect_msg "tag keeps words of the vocabulary whole (Mr.)" 0 '^Mr\./' "$QKV" tag
 echo "John Smith went to Atlanta." | "$QKV" tag --run "$T/run" --json >"$T/stdin.out" 2>&1
 if grep -q '"tokens":\["John","Smith","went","to","Atlanta","."\]' "$T/stdin.out"; then ok "tag reads lines from stdin"
 else bad "tag reads lines from stdin"; head -3 "$T/stdin.out"; fi
+expect_msg "tag --view writes the tagged-words page" 0 '"tags":\["(O|B-NAME|I-NAME)"' \
+  sh -c "\"$QKV\" tag --run \"$T/run\" --view \"$T/tags.html\" 'The Fulton County jury met.' >/dev/null && cat \"$T/tags.html\""
+expect_msg "qkv viz on a tagger run draws the tags" 0 'data-tag' \
+  sh -c "\"$QKV\" viz --run \"$T/run\" -o \"$T/viz.html\" 'John went home.' >/dev/null && cat \"$T/viz.html\""
 expect_msg "predict refers taggers elsewhere" 2 "not supported for model type 'tagger'" \
   "$QKV" predict --run "$T/run" "some text"
 

@@ -6,16 +6,19 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/train.h"
+#include "run_view.h"
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv tag --run DIR [--checkpoint FILE] [--json] [TEXT ...]\n\n"
+            "usage: qkv tag --run DIR [--checkpoint FILE] [--json] [--view PAGE.html] [TEXT ...]\n\n"
             "Tags each TEXT (or, with none, each line of standard input) with a run of a tagging model type.\n"
             "Words are split on whitespace, and punctuation at either end of a word is a token of its own.\n"
             "Prints one line per text: token/TAG pairs, then for BIO tag sets (data.tagset names) a line\n"
             "\"entities:\" listing each entity as [text]TYPE.\n\n"
             "  --checkpoint FILE  weights to use (default DIR/best.safetensors, else the newest checkpoint)\n"
-            "  --json             one JSON object per text: tokens, tags, entities (text, type, start, end)\n");
+            "  --json             one JSON object per text: tokens, tags, entities (text, type, start, end)\n"
+            "  --view PAGE.html   also write the viewer page: each text's words coloured by tag (entities by\n"
+            "                     type), with the run's training curves\n");
 }
 
 static int tag_one(qkv_run *r, const char *text, bool json) {
@@ -46,7 +49,7 @@ static int tag_one(qkv_run *r, const char *text, bool json) {
 }
 
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL;
+    const char *dir = NULL, *ckpt = NULL, *view = NULL;
     bool json = false;
     int first_text = argc;
     for (int i = 1; i < argc; i++) {
@@ -54,6 +57,7 @@ static int run(int argc, char **argv) {
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--view") && v) view = argv[++i];
         else if (!strcmp(a, "--")) {
             first_text = i + 1;
             break;
@@ -73,15 +77,25 @@ static int run(int argc, char **argv) {
         return rc;
     }
     int rc = CLI_OK;
+    cli_lines *l = NULL;
+    const char **texts = NULL;
+    int n = 0;
     if (first_text < argc) {
-        for (int i = first_text; i < argc && rc == CLI_OK; i++) rc = tag_one(r, argv[i], json);
+        texts = (const char **)argv + first_text;
+        n = argc - first_text;
+    } else if (!(l = cli_read_lines("tag", "-"))) {
+        rc = CLI_INPUT;
+    } else if (!(texts = malloc(sizeof *texts * (l->n ? l->n : 1)))) {
+        rc = cli_error("tag", CLI_RUNTIME, "out of memory");
     } else {
-        cli_lines *l = cli_read_lines("tag", "-");
-        if (!l) rc = CLI_INPUT;
-        for (size_t i = 0; l && i < l->n && rc == CLI_OK; i++)
-            if (l->line[i][0]) rc = tag_one(r, l->line[i], json);
-        cli_lines_free(l);
+        for (size_t i = 0; i < l->n; i++)
+            if (l->line[i][0]) texts[n++] = l->line[i];
     }
+    for (int i = 0; i < n && rc == CLI_OK; i++) rc = tag_one(r, texts[i], json);
+    if (rc == CLI_OK && view && n && run_view_write(r, dir, texts, n, view, NULL) != QKV_OK)
+        rc = cli_error("tag", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (l) free(texts);
+    cli_lines_free(l);
     qkv_run_free(r);
     return rc;
 }
