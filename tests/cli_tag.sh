@@ -59,5 +59,10 @@ expect_msg "unknown tag at eval: file:line, exit 2" 2 "unknown\.tsv:2: tag 'NOUN
 echo '{"model": {"type": "tagger"}, "data": {"train": "x.tsv", "tagset": "ner"}}' >"$T/bad.json"
 expect_msg "data.tagset names its choices" 2 'data\.tagset.*universal\|brown\|names' "$QKV" config check "$T/bad.json"
 
+expect_msg "eval.metric entity_f1 follows dev entity F1" 0 '"metric":"entity_f1"' \
+  "$QKV" train --config "$T/cfg.json" --run "$T/run_f1" --set eval.metric=entity_f1 --set train.steps=30 --json
+expect_msg "eval.metric entity_f1 needs BIO tags" 2 "entity_f1' needs a tagging task with BIO tags" \
+  "$QKV" train --config "$T/cfg.json" --run "$T/run_f1u" --set eval.metric=entity_f1 --set data.tagset=universal
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
