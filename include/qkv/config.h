@@ -35,6 +35,7 @@ typedef struct qkv_run_settings {
         bool lowercase, strip_punct;
         int64_t min_freq, max_vocab, bpe_vocab_size, bpe_min_freq, max_len, seq_len;
         bool shared_vocab, cls_token, shuffle, bucket;
+        const char *tagset; /* tagging: universal | brown | names (docs/tagging.md) */
     } data;
     struct {
         int64_t steps, batch_size;

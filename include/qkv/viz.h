@@ -1,7 +1,8 @@
 /* The attention viewer: a self-contained HTML page (inline CSS and JavaScript, no network, works from file://) and
  * standalone SVG heatmaps, from tokens and attention maps.
  *
- * The page shows, for each example: its prediction (label, probability, gold label), the input words highlighted
+ * The page shows, for each example: its prediction (label, probability, gold label), a tagger's tags on its words
+ * (coloured by tag, entities by type), the input words highlighted
  * by the attention a chosen query row pays them (the classifying token's row for a classifier: per layer and
  * averaged over heads and layers), and a head view: pick a map (layer) and a head (or the average of the heads)
  * and see the [queries x keys] heatmap with token labels, values on hover. Training curves (loss, accuracy, ...)
@@ -43,6 +44,8 @@ typedef struct qkv_viz_example {
     const char *truth;              /* gold label, or NULL */
     int n_maps;
     const qkv_viz_map *maps;
+    const char *const *tags;        /* a tagger's tag per token (n_tokens), shown as coloured words, or NULL; BIO
+                                     * tags colour each entity by its type and mark where it starts */
 } qkv_viz_example;
 
 /* A line of a chart: curves with the same `chart` ("loss", "accuracy") share one plot. */

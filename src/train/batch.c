@@ -94,7 +94,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
     int64_t T = 1, S = 1, real = 0;
     for (int64_t i = 0; i < B; i++) {
         const example *e = &s->ex[idx[i]];
-        int64_t len = t->kind == TASK_LM ? e->n - 1 : t->kind == TASK_SEQ2SEQ ? e->tn - 1 : e->n;
+        int64_t len = t->kind == TASK_LM ? e->n - 1 : t->kind == TASK_SEQ2SEQ ? e->tn - 1 : e->n; /* tagging: n */
         if (len > T) T = len;
         if (t->kind == TASK_SEQ2SEQ && e->n > S) S = e->n;
     }
@@ -143,6 +143,16 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
             }
             real += e->n - 1;
             counted += e->n - 1;
+            break;
+        case TASK_TAGGING: /* tag ids at the sentence's tokens; padded targets stay in range, masked out */
+            for (int64_t j = 0; j < e->n; j++) {
+                ids[i * T + j] = x[j];
+                tg[i * T + j] = s->pool[e->toff + j];
+                mask[i * T + j] = 1.0f;
+            }
+            for (int64_t j = e->n; j < T; j++) tg[i * T + j] = 0;
+            real += e->n;
+            counted += e->n;
             break;
         case TASK_SEQ2SEQ: {
             const int32_t *y = s->pool + e->toff;

@@ -12,6 +12,7 @@
 
 #include "qkv/config.h"
 #include "qkv/plot.h"
+#include "task_tagging.h"
 #include "train_internal.h"
 
 
@@ -319,11 +320,13 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
 
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
-    if (!strcmp(m, "auto")) m = L->r->task.kind == TASK_CLASSIFY ? "accuracy" : "loss";
+    task_kind k = L->r->task.kind;
+    if (!strcmp(m, "auto")) m = k == TASK_CLASSIFY || k == TASK_TAGGING ? "accuracy" : "loss";
     const char *mode = L->r->set.eval.mode;
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||
-                  (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu")));
+                  (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu") ||
+                                             !strcmp(m, "entity_f1")));
     snprintf(L->curves.metric_name, sizeof L->curves.metric_name, "%s", m);
 }
 
@@ -335,8 +338,16 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         strcmp(L.metric, "macro_f1"))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is not a classify metric", L.metric);
     if (r->have_dev && r->task.kind != TASK_CLASSIFY &&
-        (!strcmp(L.metric, "accuracy") || !strcmp(L.metric, "macro_f1")))
+        (!strcmp(L.metric, "macro_f1") || (!strcmp(L.metric, "accuracy") && r->task.kind != TASK_TAGGING)))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is only for classify tasks", L.metric);
+    if (r->have_dev && r->task.kind == TASK_TAGGING && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
+        strcmp(L.metric, "entity_f1"))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: '%s' is not a tagging metric (loss, accuracy, entity_f1)",
+                             L.metric);
+    if (r->have_dev && !strcmp(L.metric, "entity_f1") &&
+        (r->task.kind != TASK_TAGGING || !qkv__tagging_is_bio(&r->task)))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'entity_f1' needs a tagging task with BIO tags "
+                             "(data.tagset names)");
     if (r->have_dev && !strcmp(L.metric, "bleu") &&
         (r->task.kind != TASK_SEQ2SEQ || !r->set.eval.bleu))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bleu' needs a seq2seq task and eval.bleu = true");

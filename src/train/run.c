@@ -13,6 +13,7 @@
 #include "qkv/fsutil.h"
 #include "qkv/metrics.h"
 #include "qkv/safetensors.h"
+#include "task_tagging.h"
 #include "train_internal.h"
 
 static char *path_in(const char *dir, const char *name) {
@@ -340,6 +341,7 @@ static int argmax(const float *x, int64_t n) {
 }
 
 cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
+    if (r->task.kind == TASK_TAGGING) return qkv__tagging_evaluate(r, s, max_batches);
     int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
     if (max_batches > 0 && max_batches < nb) nb = max_batches;
@@ -463,6 +465,7 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
 }
 
 cJSON *qkv_run_predict(qkv_run *r, const char *text) {
+    if (r->task.kind == TASK_TAGGING) return qkv__tagging_tag(r, text);
     split s;
     if (qkv__task_encode_text(&r->task, text, &s) != QKV_OK) return NULL;
     cJSON *out = NULL;

@@ -16,6 +16,7 @@
 #include "qkv/config.h"
 #include "qkv/data.h"
 #include "qkv/shard.h"
+#include "task_tagging.h"
 #include "train_internal.h"
 
 
@@ -286,12 +287,15 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         t->kind = TASK_LM;
     else if (!strcmp(task_name, "seq2seq"))
         t->kind = TASK_SEQ2SEQ;
+    else if (!strcmp(task_name, "tagging"))
+        t->kind = TASK_TAGGING;
     else
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "the training engine has no data pipeline for task '%s'", task_name);
     qkv_run_settings settings;
     const qkv_run_settings *rs = &settings;
     qkv_status cst = qkv_config_settings(cfg, &settings);
     if (cst != QKV_OK) return cst;
+    if (t->kind == TASK_TAGGING) return qkv__tagging_prepare(t, rs, dir, fresh);
     const char *train_path = rs->data.train;
     const char *format = rs->data.format;
     t->shard = t->kind == TASK_LM && (!strcmp(format, "shard") ||
@@ -528,6 +532,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
 qkv_status qkv__task_load(task *t, const char *path, split *s) {
     memset(s, 0, sizeof *s);
     if (t->shard) return load_shard(t, path, s);
+    if (t->kind == TASK_TAGGING) return qkv__tagging_load(t, path, s);
     qkv_dataset *d = read_rows(t, path);
     if (!d) return qkv_last_status();
     qkv_status st = QKV_OK;
@@ -542,7 +547,7 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
-    if (t->kind == TASK_SEQ2SEQ)
+    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];

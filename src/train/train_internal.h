@@ -19,11 +19,12 @@ QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
-typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ } task_kind;
+typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING } task_kind;
 typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
 
 /* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
- * the source), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>), and a label (classify). */
+ * the source; tagging: the sentence), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>; tagging: one tag id a
+ * token), and a label (classify). */
 typedef struct example {
     int64_t off, n, toff, tn;
     int32_t label;
@@ -47,12 +48,13 @@ typedef struct task {
     qkv_bpe *tgt_bpe;     /* seq2seq with separate BPE vocabularies */
     qkv_wordpiece *wp;
     qkv_word_opts wopts;
-    char **labels; /* classify: label strings in id order (sorted) */
+    char **labels; /* classify: label strings in id order (sorted); tagging: the tags */
     int n_labels;
     int64_t vocab_size, tgt_vocab_size;
     int32_t pad, unk, bos, eos, tgt_bos, tgt_eos, tgt_pad;
     int32_t cls; /* classify with data.cls_token and the word tokenizer: prepended to every text; else -1 */
     int64_t max_len, seq_len;
+    int tagset; /* tagging: which column or derived layer gives the tags (task_tagging.h) */
 } task;
 
 /* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load

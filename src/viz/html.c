@@ -1,6 +1,7 @@
 /* The viewer page: the data as one JSON block, drawn by inline JavaScript (no network, works from file://). The
  * script builds, per example, the prediction line, the highlighted words and the head view (SVG heatmap), and
- * the training curves above them. DOM hooks the tests rely on: .example, .pred, .words .tok[data-weight],
+ * the training curves above them. DOM hooks the tests rely on: .example, .pred, .words .tok[data-weight], .tags
+ * .tok[data-tag],
  * svg.heatmap rect.cell[data-w], svg.chart polyline. */
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +21,9 @@ static const char page_css[] =
     ".model-view canvas{image-rendering:pixelated;border:1px solid #ddd;cursor:pointer}"
     "svg text{font:11px system-ui,sans-serif;fill:#333}.cell:hover{stroke:#000;stroke-width:1}"
     ".charts{display:flex;flex-wrap:wrap;gap:16px}.legend{font-size:12px}"
-    ".hm{overflow-x:auto}";
+    ".hm{overflow-x:auto}"
+    ".tags{margin:10px 0;line-height:2.6}.tags .tok{display:inline-block;text-align:center;margin:0 2px;padding:0 5px}"
+    ".tags .tok sub{display:block;font-size:10px;line-height:1.1;color:#444}.tags .start{border-left:3px solid #333}";
 
 /* Colours: words in orange (alpha = weight / max weight), heatmap cells white -> dark blue. */
 static const char page_js[] =
@@ -63,6 +66,7 @@ static const char page_js[] =
     "  var H=Math.max.apply(null,ex.maps.map(function(m){return m.heads;}));for(var h=0;h<H;h++)txt(el('th',{},hr),'head '+(h+1));\n"
     "  ex.maps.forEach(function(m,k){var r=el('tr',{},t);txt(el('th',{},r),m.name);for(var h=0;h<H;h++){var c=el('td',{},r);\n"
     "    if(h<m.heads){var g=drawThumb(c,m,h,72);g.title=m.name+', head '+(h+1);g.onclick=(function(k,h){return function(){pick(k,h);};})(k,h);}}});}\n"
+    "function tagColour(t){var h=0;for(var i=0;i<t.length;i++)h=(h*31+t.charCodeAt(i))%360;return 'hsl('+h+',70%,85%)';}\n"
     "function drawExample(root,ex,n){var card=el('div',{'class':'example',id:'example-'+n},root);\n"
     "  if(ex.title)txt(el('h2',{},card),ex.title);\n"
     "  if(ex.prediction!==null){var line=el('div',{},card);var p=el('span',{'class':'pred'},line);txt(p,'prediction: '+ex.prediction);\n"
@@ -72,7 +76,10 @@ static const char page_js[] =
     "  if(hs.length&&ex.highlight_row>=0){var c=el('div',{'class':'controls'},card);txt(c,'words weighted by the attention of \\u201c'+hs[0].rows[ex.highlight_row]+'\\u201d:');\n"
     "    var s=el('select',{'class':'hl-layer'},c);option(s,-1,'average over heads and layers');hs.forEach(function(m,k){option(s,k,m.name+' (average over heads)');});\n"
     "    var wd=el('div',{'class':'words'},card);drawWords(wd,ex,-1);s.onchange=function(){drawWords(wd,ex,+s.value);};}\n"
-    "  else if(ex.tokens.length){var wd2=el('div',{'class':'words'},card);ex.tokens.forEach(function(t){txt(el('span',{'class':'tok','data-weight':'0'},wd2),t);txt(wd2,' ');});}\n"
+    "  else if(ex.tokens.length&&!ex.tags){var wd2=el('div',{'class':'words'},card);ex.tokens.forEach(function(t){txt(el('span',{'class':'tok','data-weight':'0'},wd2),t);txt(wd2,' ');});}\n"
+    "  if(ex.tags){var tg=el('div',{'class':'tags'},card);ex.tokens.forEach(function(t,j){var g=ex.tags[j],bio=/^[BI]-./.test(g),ty=bio?g.slice(2):g;\n"
+    "    var s=el('span',{'class':'tok'+(g[0]==='B'&&bio?' start':''),'data-tag':g,title:t+': '+g},tg);if(g!=='O')s.style.background=tagColour(ty);\n"
+    "    txt(s,t);txt(el('sub',{},s),g);});}\n"
     "  if(!ex.maps.length)return;\n"
     "  var hc=el('div',{'class':'controls'},card);txt(hc,'head view \\u2014 map:');var ls=el('select',{'class':'hv-layer'},hc);\n"
     "  ex.maps.forEach(function(m,k){option(ls,k,m.name+' ('+m.kind+')');});txt(hc,'head:');var hsel=el('select',{'class':'hv-head'},hc);\n"
@@ -107,7 +114,8 @@ static qkv_status check_example(const qkv_viz_example *ex, int n) {
     if (ex->n_tokens < 0 || (ex->n_tokens > 0 && !ex->tokens) || ex->n_maps < 0 || (ex->n_maps > 0 && !ex->maps))
         return qkv_error_set(QKV_ERR_INVALID, "viewer: %s: tokens or maps missing for the counts given", where);
     for (int t = 0; t < ex->n_tokens; t++)
-        if (!ex->tokens[t]) return qkv_error_set(QKV_ERR_INVALID, "viewer: %s: token %d is NULL", where, t);
+        if (!ex->tokens[t] || (ex->tags && !ex->tags[t]))
+            return qkv_error_set(QKV_ERR_INVALID, "viewer: %s: token %d or its tag is NULL", where, t);
     for (int k = 0; k < ex->n_maps; k++) {
         const qkv_viz_map *m = &ex->maps[k];
         snprintf(where, sizeof where, "example %d map %d", n, k);
@@ -162,6 +170,9 @@ static void put_example(viz_buf *b, const qkv_viz_example *ex) {
     qkv__viz_buf_num(b, ex->probability >= 0 ? ex->probability : -1);
     qkv__viz_buf_put(b, ",\"truth\":");
     qkv__viz_buf_json_str(b, ex->truth);
+    qkv__viz_buf_put(b, ",\"tags\":");
+    if (ex->tags) put_labels(b, ex->n_tokens, ex->tags);
+    else qkv__viz_buf_put(b, "null");
     qkv__viz_buf_put(b, ",\"maps\":[");
     for (int k = 0; k < ex->n_maps; k++) {
         if (k) qkv__viz_buf_put(b, ",");

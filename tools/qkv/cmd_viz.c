@@ -17,6 +17,8 @@ static void help(FILE *out) {
             "translated greedily and the page shows the alignments (rows: target tokens, columns: source\n"
             "tokens), as qkv translate --view does. For a language model run each text is shown whole\n"
             "with its causal maps, the last token's row highlighted (qkv generate --view shows generated text).\n"
+            "For a tagger run each text's words are shown with their predicted tags, coloured by tag (entities\n"
+            "by type), as qkv tag --view does.\n"
             "--svg DIR also writes each heatmap (averaged over heads) as a standalone SVG (classifiers).\n"
             "Default page: DIR/viewer.html. The best checkpoint is used unless --checkpoint is given.\n");
 }

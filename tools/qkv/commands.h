@@ -18,6 +18,7 @@ extern const cli_command cmd_attend;
 extern const cli_command cmd_train;
 extern const cli_command cmd_eval;
 extern const cli_command cmd_predict;
+extern const cli_command cmd_tag;
 extern const cli_command cmd_config;
 
 #endif

@@ -1,5 +1,6 @@
 #include "run_view.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,8 +193,67 @@ static qkv_status write_page(qkv_run *r, const char *run_dir, const char *what, 
 static qkv_status write_lm_texts(qkv_run *r, const char *run_dir, const char *const *texts, int n,
                                  const char *out_html);
 
+/* ---- taggers: each text's words with their predicted tags (entities for BIO tag sets) ------------------------- */
+
+typedef struct tagged_view {
+    cJSON *pred; /* qkv_run_predict's answer: tokens, tags, entities; the strings below point into it */
+    const char **toks, **tags;
+    char summary[512];
+} tagged_view;
+
+static qkv_status tagged_view_make(qkv_run *r, const char *text, tagged_view *v, qkv_viz_example *ex) {
+    memset(v, 0, sizeof *v);
+    if (!(v->pred = qkv_run_predict(r, text))) return qkv_last_status();
+    const cJSON *toks = cJSON_GetObjectItem(v->pred, "tokens"), *tags = cJSON_GetObjectItem(v->pred, "tags");
+    const cJSON *ents = cJSON_GetObjectItem(v->pred, "entities"), *e;
+    int n = cJSON_GetArraySize(toks);
+    v->toks = malloc(sizeof *v->toks * (size_t)(n ? n : 1));
+    v->tags = malloc(sizeof *v->tags * (size_t)(n ? n : 1));
+    if (!v->toks || !v->tags) return qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
+    for (int i = 0; i < n; i++) {
+        v->toks[i] = cJSON_GetStringValue(cJSON_GetArrayItem(toks, i));
+        v->tags[i] = cJSON_GetStringValue(cJSON_GetArrayItem(tags, i));
+    }
+    if (ents) {
+        size_t at = (size_t)snprintf(v->summary, sizeof v->summary, "%d entit%s", cJSON_GetArraySize(ents),
+                                     cJSON_GetArraySize(ents) == 1 ? "y" : "ies");
+        const char *sep = ": ";
+        cJSON_ArrayForEach(e, ents) {
+            if (at < sizeof v->summary)
+                at += (size_t)snprintf(v->summary + at, sizeof v->summary - at, "%s[%s] %s", sep,
+                                       cJSON_GetStringValue(cJSON_GetObjectItem(e, "text")),
+                                       cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")));
+            sep = ", ";
+        }
+    }
+    *ex = (qkv_viz_example){.title = text, .n_tokens = n, .tokens = v->toks, .highlight_row = -1,
+                            .prediction = ents ? v->summary : NULL, .probability = -1, .tags = v->tags};
+    return QKV_OK;
+}
+
+static qkv_status write_tagged(qkv_run *r, const char *run_dir, const char *const *texts, int n,
+                               const char *out_html) {
+    tagged_view *v = calloc((size_t)(n ? n : 1), sizeof *v);
+    qkv_viz_example *ex = calloc((size_t)(n ? n : 1), sizeof *ex);
+    qkv_status st = v && ex ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
+    for (int i = 0; st == QKV_OK && i < n; i++) st = tagged_view_make(r, texts[i], &v[i], &ex[i]);
+    if (st == QKV_OK) st = write_page(r, run_dir, "predicted tags (entities coloured by type)", ex, n, out_html);
+    for (int i = 0; v && i < n; i++) {
+        cJSON_Delete(v[i].pred);
+        free(v[i].toks);
+        free(v[i].tags);
+    }
+    free(v);
+    free(ex);
+    return st;
+}
+
 int run_view_write(qkv_run *r, const char *run_dir, const char *const *texts, int n, const char *out_html,
                    const char *svg_dir) {
+    if (!strcmp(qkv_run_model_type(r)->task, "tagging")) {
+        if (svg_dir) return qkv_error_set(QKV_ERR_UNSUPPORTED, "viewer: --svg is not available for tagger runs");
+        return write_tagged(r, run_dir, texts, n, out_html);
+    }
     if (!strcmp(qkv_run_model_type(r)->task, "seq2seq")) {
         if (svg_dir) return qkv_error_set(QKV_ERR_UNSUPPORTED, "viewer: --svg is not available for translation runs");
         return run_view_write_translations(r, run_dir, texts, n, out_html);

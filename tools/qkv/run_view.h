@@ -14,7 +14,8 @@
 
 /* Writes out_html (and, if svg_dir is non-NULL, one SVG heatmap per text and layer, averaged over heads, into it).
  * Classifiers show their prediction and self-attention; language models each whole text's causal maps (the last
- * token's row highlighted; svg_dir unsupported); seq2seq runs get run_view_write_translations. */
+ * token's row highlighted; svg_dir unsupported); taggers each text's words with their predicted tags and entities
+ * (svg_dir unsupported); seq2seq runs get run_view_write_translations. */
 int run_view_write(qkv_run *r, const char *run_dir, const char *const *texts, int n, const char *out_html,
                    const char *svg_dir);
 
