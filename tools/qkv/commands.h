@@ -19,5 +19,6 @@ extern const cli_command cmd_train;
 extern const cli_command cmd_eval;
 extern const cli_command cmd_predict;
 extern const cli_command cmd_config;
+extern const cli_command cmd_similar;
 
 #endif
