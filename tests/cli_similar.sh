@@ -43,6 +43,13 @@ expect_msg "similar --index: a line of the file is its own nearest" 0 "^1\\.0000
 n=$(grep -c '^[01]\.' "$T/out"); [ "$n" = 3 ] && ok "similar --index prints k lines" || bad "similar --index prints k lines ($n)"
 expect_msg "similar --index: queries on stdin, JSON" 0 '"nearest":\[\{"line":7,' \
   sh -c "echo '$q' | '$QKV' similar --run '$T/run' --index '$T/index.txt' -k 2 --json"
+expect_msg "similar --view: each pair's verdict and a page" 0 'wrote .*pairs.html' "$QKV" similar --run "$T/run" \
+  --view "$T/pairs.html" "Jesus wept." "Jesus wept." "In the beginning God created the heaven and the earth." \
+  "In the beginning, God created the heavens and the earth." "And the LORD spake unto Moses, saying," "Amen."
+n=$(grep -c 'duplicate\|different' "$T/out"); [ "$n" = 3 ] && ok "similar --view: three verdicts" || bad "similar --view: three verdicts ($n)"
+grep -q '"name":"cosine".*"rows":\["Jesus wept."' "$T/pairs.html" && ok "the page holds the cosine matrix with the texts" \
+  || bad "the page holds the cosine matrix with the texts"
+expect_msg "similar --view needs pairs" 1 'pairs of texts' "$QKV" similar --run "$T/run" --view "$T/p.html" a b c
 expect_msg "similar: an empty text is bad input" 2 'empty' "$QKV" similar --run "$T/run" "  " "x"
 expect_msg "similar: one text is a usage error" 1 'two texts' "$QKV" similar --run "$T/run" "x"
 expect_msg "similar: a missing index file is bad input" 2 'nope.txt' "$QKV" similar --run "$T/run" --index "$T/nope.txt" x

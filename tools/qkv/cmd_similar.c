@@ -9,11 +9,13 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/train.h"
+#include "qkv/viz.h"
 
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv similar --run DIR [--checkpoint FILE] [--threshold T] [--json] TEXT1 TEXT2\n"
-            "       qkv similar --run DIR --index FILE [-k N] [--checkpoint FILE] [--json] [QUERY ...]\n\n"
+            "       qkv similar --run DIR --index FILE [-k N] [--checkpoint FILE] [--json] [QUERY ...]\n"
+            "       qkv similar --run DIR --view PAGE.html A1 B1 [A2 B2 ...]\n\n"
             "Texts through a trained pairs run (model type siamese): each text becomes a unit vector, and the\n"
             "cosine of two vectors says how alike the texts are. (qkv embed similar is about words of a GloVe\n"
             "file, not about a trained run.)\n\n"
@@ -23,6 +25,9 @@ static void help(FILE *out) {
             "  --index FILE       prints the k lines of FILE nearest each QUERY (no QUERY: one a line on standard\n"
             "                     input); FILE is embedded once. Blank lines are skipped; line numbers count them\n"
             "  -k N               lines per query (default 5)\n"
+            "  --view PAGE.html   several pairs: prints each pair's verdict and writes a page with the cosine\n"
+            "                     of every A_i with every B_j as a heatmap (rows A, columns B; the diagonal holds\n"
+            "                     the pairs; negative cosines show as 0) and the run's training curves\n"
             "  --threshold T      decide with this cosine instead of the run's\n"
             "  --checkpoint FILE  weights (default DIR/best.safetensors, else the newest checkpoint)\n"
             "  --json             one JSON object per answer\n\n"
@@ -61,6 +66,72 @@ static int pair(qkv_run *r, const char *a, const char *b, double threshold, bool
         fprintf(stderr, "threshold %.4f\n", threshold);
     }
     return CLI_OK;
+}
+
+/* A text as a heatmap label: its first 40 bytes, cut at a character boundary, "..." when longer. */
+static char *label_of(const char *text) {
+    size_t n = strlen(text), keep = n <= 40 ? n : 40;
+    while (keep < n && keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80) keep--;
+    char *s = malloc(keep + 4);
+    if (s) snprintf(s, keep + 4, "%.*s%s", (int)keep, text, keep < n ? "..." : "");
+    return s;
+}
+
+/* Pairs (A_i, B_i) from texts[2i], texts[2i + 1]: each pair's verdict on stdout, and a page with the n x n cosine
+ * matrix of every A_i against every B_j. */
+static int view(qkv_run *r, const char *dir, char **texts, int n_texts, double threshold, const char *page_path) {
+    int n = n_texts / 2;
+    float *v = NULL, *cos = malloc(sizeof *cos * (size_t)(n * n));
+    char **rows = calloc((size_t)n, sizeof *rows), **cols = calloc((size_t)n, sizeof *cols);
+    int64_t d = 0;
+    int rc = cos && rows && cols ? CLI_OK : cli_error("similar", CLI_RUNTIME, "out of memory");
+    if (rc == CLI_OK && qkv_run_embed(r, (const char *const *)texts, (size_t)n_texts, &v, &d) != QKV_OK)
+        rc = cli_error("similar", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (rc == CLI_OK && threshold != threshold && qkv_run_threshold(r, &threshold) != QKV_OK)
+        rc = cli_error("similar", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    for (int i = 0; rc == CLI_OK && i < n; i++) {
+        const float *a = v + (size_t)(2 * i) * (size_t)d;
+        for (int j = 0; j < n; j++) cos[i * n + j] = (float)dot(a, v + (size_t)(2 * j + 1) * (size_t)d, d);
+        printf("%.4f\t%s\n", cos[i * n + i], cos[i * n + i] >= threshold ? "duplicate" : "different");
+        rows[i] = label_of(texts[2 * i]);
+        cols[i] = label_of(texts[2 * i + 1]);
+        if (!rows[i] || !cols[i]) rc = cli_error("similar", CLI_RUNTIME, "out of memory");
+    }
+    if (rc == CLI_OK) {
+        qkv_viz_map map = {.name = "cosine", .kind = "cross", .n_heads = 1, .n_rows = n, .n_cols = n,
+                           .weights = cos, .row_labels = (const char *const *)rows,
+                           .col_labels = (const char *const *)cols};
+        char title[96];
+        snprintf(title, sizeof title, "cosine of %d first texts (rows) with %d second texts (columns)", n, n);
+        qkv_viz_example ex = {.title = title, .highlight_row = -1, .probability = -1, .n_maps = 1, .maps = &map};
+        qkv_run_curves c = {0};
+        qkv_viz_curve curves[3];
+        int n_curves = 0;
+        if (qkv_run_read_curves(dir, &c) == QKV_OK) {
+            if (c.n_train) curves[n_curves++] = (qkv_viz_curve){"loss", "train", c.n_train, c.train_step, c.train_loss};
+            if (c.n_dev) curves[n_curves++] = (qkv_viz_curve){"loss", "dev", c.n_dev, c.dev_step, c.dev_loss};
+        }
+        qkv_error_clear(); /* a run without a log still gets its page */
+        char subtitle[1024];
+        snprintf(subtitle, sizeof subtitle, "model %s, run %s, step %ld, duplicate at cosine >= %.4f",
+                 qkv_run_model_type(r)->name, dir, qkv_run_step(r), threshold);
+        qkv_viz_page page = {.title = "qkv: similarity of pairs", .subtitle = subtitle, .n_examples = 1,
+                             .examples = &ex, .n_curves = n_curves, .curves = curves};
+        if (qkv_viz_write_html(page_path, &page) != QKV_OK)
+            rc = cli_error("similar", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+        else
+            fprintf(stderr, "wrote %s\n", page_path);
+        qkv_run_curves_free(&c);
+    }
+    for (int i = 0; i < n; i++) {
+        if (rows) free(rows[i]);
+        if (cols) free(cols[i]);
+    }
+    free(rows);
+    free(cols);
+    free(cos);
+    free(v);
+    return rc;
 }
 
 typedef struct {
@@ -145,7 +216,7 @@ static int search(qkv_run *r, const char *index, long k, char **queries, int n_q
 }
 
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *index = NULL;
+    const char *dir = NULL, *ckpt = NULL, *index = NULL, *page = NULL;
     char *texts[256];
     int n_texts = 0;
     long k = 5;
@@ -156,6 +227,7 @@ static int run(int argc, char **argv) {
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--index") && v) index = argv[++i];
+        else if (!strcmp(a, "--view") && v) page = argv[++i];
         else if (!strcmp(a, "-k") && v) {
             if (!cli_parse_int("similar", "-k", argv[++i], 1, 1000000, &k)) return CLI_USAGE;
         } else if (!strcmp(a, "--threshold") && v) {
@@ -168,13 +240,18 @@ static int run(int argc, char **argv) {
         else return cli_error("similar", CLI_USAGE, "at most 256 texts");
     }
     if (!dir) return cli_error("similar", CLI_USAGE, "needs --run DIR");
-    if (!index && n_texts != 2)
+    if (page && (index || n_texts < 2 || n_texts % 2))
+        return cli_error("similar", CLI_USAGE, "--view takes pairs of texts, A1 B1 A2 B2 ... (got %d text(s)%s)",
+                         n_texts, index ? " and --index" : "");
+    if (!page && !index && n_texts != 2)
         return cli_error("similar", CLI_USAGE, "give two texts to compare, or --index FILE and queries (got %d "
                          "text(s))", n_texts);
     qkv_run *r = qkv_run_open(dir, ckpt);
     if (!r) return cli_error("similar", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
-    int rc = index ? search(r, index, k, texts, n_texts, json)
-                   : pair(r, texts[0], texts[1], have_threshold ? threshold : strtod("nan", NULL), json);
+    double t = have_threshold ? threshold : strtod("nan", NULL);
+    int rc = page ? view(r, dir, texts, n_texts, t, page)
+             : index ? search(r, index, k, texts, n_texts, json)
+                     : pair(r, texts[0], texts[1], t, json);
     qkv_run_free(r);
     return rc;
 }
