@@ -61,5 +61,8 @@ expect_msg "eval: an empty text names file:line" 2 'bad2.tsv:2: text 1 is empty'
 sed "s#$T/train.tsv#$T/bad2.tsv#" "$T/c.json" >"$T/cbad.json"
 expect_msg "train: an empty text names file:line" 2 'bad2.tsv:2' "$QKV" train --config "$T/cbad.json" --run "$T/runbad"
 
+expect_msg "bench siamese: a JSON line" 0 '"config":"siamese","mode":"train".*"status":"ok"' \
+  "$QKV" bench siamese --max-steps 2 --warmup 1 --seq-len 8
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
