@@ -139,7 +139,7 @@ static char *run_file(const qkv_run *r, const char *name) {
 static bool stored_threshold(const qkv_run *r, const char *path, double *t) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
-    char buf[1024];
+    char buf[8192]; /* the record and its dev path */
     size_t got = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[got] = 0;
