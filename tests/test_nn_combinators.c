@@ -193,6 +193,72 @@ TEST(rnn_leaf_is_its_module) {
     qkv_params_free(p);
 }
 
+/* A shared layer is one set of weights applied twice: Parallel(enc, share(enc)) of the Siamese network gives each
+ * input what enc alone gives it, the weight's gradient is the sum of both uses, and the tree frees once. */
+TEST(shared_layer_in_parallel) {
+    qkv_rng rng;
+    qkv_rng_init(&rng, 12);
+    qkv_params *p = qkv_params_new();
+    qkv_rnn_config rc = qkv_rnn_config_default(QKV_RNN_LSTM, 4, 4);
+    qkv_layer *enc = QKV_SERIAL(qkv_layer_embedding(p, "embedding", 7, 4, QKV_NN_NO_PADDING, false, &rng),
+                                qkv_layer_rnn(p, "rnn", &rc, &rng), qkv_layer_masked_mean(),
+                                qkv_layer_l2_normalize(1e-12f));
+    CHECK(enc != NULL && enc->n_in == 2 && enc->n_out == 1);
+    qkv_layer *net = QKV_PARALLEL(enc, qkv_layer_share(enc));
+    CHECK(net != NULL && net->n_in == 4 && net->n_out == 2 && qkv_params_count(p) == 5);
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *ids1 = qkv_tensor_new(QKV_I32, QKV_DIMS(2, 3)), *ids2 = qkv_tensor_new(QKV_I32, QKV_DIMS(2, 3));
+    qkv_tensor *m1 = qkv_tensor_new(QKV_F32, QKV_DIMS(2, 3)), *m2 = qkv_tensor_new(QKV_F32, QKV_DIMS(2, 3));
+    for (int i = 0; i < 6; i++) {
+        qkv_i32(ids1)[i] = i % 7;
+        qkv_i32(ids2)[i] = (3 * i + 1) % 7;
+        qkv_f32(m1)[i] = i != 5; /* row 1 of the first input has two tokens and a pad */
+        qkv_f32(m2)[i] = 1;
+    }
+    qkv_tensor *out[2] = {0}, *alone1 = NULL, *alone2 = NULL;
+    if (net) {
+        CHECK_OK(qkv_layer_apply(c, net, 4, (qkv_tensor *[]){ids1, m1, ids2, m2}, out));
+        qkv_tensor *o[1];
+        CHECK_OK(qkv_layer_apply(c, enc, 2, (qkv_tensor *[]){ids1, m1}, o));
+        alone1 = o[0];
+        CHECK_OK(qkv_layer_apply(c, enc, 2, (qkv_tensor *[]){ids2, m2}, o));
+        alone2 = o[0];
+    }
+    CHECK(out[0] && alone1 && test_allclose("share: first", out[0], alone1, 0, 0));
+    CHECK(out[1] && alone2 && test_allclose("share: second", out[1], alone2, 0, 0));
+    for (int b = 0; out[0] && b < 2; b++) { /* unit rows */
+        double n = 0;
+        for (int d = 0; d < 4; d++) n += qkv_f32(out[0])[b * 4 + d] * qkv_f32(out[0])[b * 4 + d];
+        CHECK(fabs(n - 1) < 1e-5);
+    }
+    /* Gradient of sum(out1 * out2) on the embedding: both uses add into the one matrix, so it differs from what
+     * either use alone contributes. */
+    qkv_tensor *w = qkv_params_find(p, "embedding.weight");
+    double g_both = 0, g_first = 0;
+    for (int pass = 0; w && net && pass < 2; pass++) {
+        qkv_params_zero_grad(p);
+        qkv_ctx_reset(c);
+        qkv_ctx_set_grad(c, true);
+        qkv_tensor *o2[2];
+        CHECK_OK(qkv_layer_apply(c, net, 4, (qkv_tensor *[]){ids1, m1, ids2, m2}, o2));
+        qkv_tensor *other = o2[1];
+        if (pass) { /* a constant copy: the gradient then comes from the first use alone */
+            other = qkv_ctx_tensor(c, QKV_F32, QKV_DIMS(2, 4));
+            memcpy(other->data, qkv_contiguous(c, o2[1])->data, sizeof(float) * 8);
+        }
+        CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_mul(c, o2[0], other))));
+        double g = 0;
+        for (int64_t k = 0; w->grad && k < qkv_numel(w); k++) g += fabs(qkv_f32(w->grad)[k]);
+        *(pass ? &g_first : &g_both) = g;
+    }
+    CHECK(g_both > 0 && g_first > 0 && fabs(g_both - g_first) > 1e-6);
+    qkv_ctx_free(c);
+    qkv_tensor *heap[] = {ids1, ids2, m1, m2};
+    for (int i = 0; i < 4; i++) qkv_tensor_free(heap[i]);
+    qkv_layer_free(net); /* frees enc once, through its last reference */
+    qkv_params_free(p);
+}
+
 TEST(bad_input_is_an_error) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_layer *s = QKV_SERIAL(qkv_layer_dup(), qkv_layer_dense(NULL, "x", 1, 1, NULL)); /* a failing child */
@@ -215,6 +281,7 @@ int main(void) {
     RUN(gradients_through_a_tree);
     RUN(classifier_trains);
     RUN(rnn_leaf_is_its_module);
+    RUN(shared_layer_in_parallel);
     RUN(bad_input_is_an_error);
     return test_finish();
 }

@@ -147,6 +147,16 @@ qkv_status qkv_metric_classify(const int32_t *pred, const int32_t *gold, size_t 
                                qkv_classify_result *out);
 void qkv_classify_free(qkv_classify_result *r);
 
+/* ---- Scores of a binary decision (a Siamese network's cosines; labels 1 = positive, 0 = negative) ---- */
+/* Area under the ROC curve: the probability that a random positive scores above a random negative, ties counting
+ * one half (Mann-Whitney U from average ranks, as sklearn's roc_auc_score). Needs both classes. */
+qkv_status qkv_metric_auc(const float *scores, const int32_t *labels, size_t n, double *auc);
+/* The threshold t with the best accuracy for "positive when score >= t": the midpoint between two neighbouring
+ * distinct scores (below the lowest / above the highest at the ends); of equally accurate cuts the highest.
+ * accuracy (may be NULL) receives its accuracy. */
+qkv_status qkv_metric_best_threshold(const float *scores, const int32_t *labels, size_t n, double *threshold,
+                                     double *accuracy);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Entity (chunk) F1 with conlleval semantics: a chunk starts at B-X, or at I-X after O or after a tag of another
  * type; it ends before B, O or a change of type. The type is the text after the first '-' up to the next '-'

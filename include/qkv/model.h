@@ -29,7 +29,9 @@ struct cJSON;
  *   classify : ids [B, T], mask [B, T] (1 = token), labels [B]
  *   lm       : ids [B, T] (inputs), targets [B, T] (next tokens), mask [B, T] (1 = count in the loss)
  *   seq2seq  : src_ids/src_mask [B, S], ids [B, T] (decoder inputs, shifted right), targets [B, T], mask [B, T]
- *   tagging  : ids/mask [B, T], targets [B, T] (one label per token) */
+ *   tagging  : ids/mask [B, T], targets [B, T] (one label per token)
+ *   pairs    : ids/mask [B, T] the first texts, src_ids/src_mask [B, S] the second ones, labels [B] (1 = duplicate);
+ *              training batches hold duplicates alone (src_ids NULL: a batch of single texts to embed) */
 typedef struct qkv_batch {
     qkv_tensor *ids, *mask, *labels, *targets;
     qkv_tensor *src_ids, *src_mask;
@@ -84,7 +86,7 @@ struct qkv_schema;
 
 typedef struct qkv_model_type {
     const char *name;    /* config "model.type" */
-    const char *task;    /* "classify", "lm", "seq2seq", "tagging" */
+    const char *task;    /* "classify", "lm", "seq2seq", "tagging", "pairs" */
     const char *summary; /* one line for `qkv config show` */
     /* The "model" object's fields, declared once (include/qkv/schema.h): defaults, allowed values, docs, and the
      * rules between fields. `qkv config show / check / explain` and create() all go through it. */
@@ -103,7 +105,8 @@ typedef struct qkv_model_type {
     /* Mean loss over the batch's counted tokens (training mode is set on ctx by the caller). */
     qkv_tensor *(*loss)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
     /* Outputs to score: classify -> log-probabilities [B, C]; lm -> logits [B, T, V]; seq2seq -> logits
-     * [B, T, V_tgt] under teacher forcing; tagging -> log-probabilities [B, T, C]. If maps is non-NULL and the
+     * [B, T, V_tgt] under teacher forcing; tagging -> log-probabilities [B, T, C]; pairs -> unit vectors [2, B, D]
+     * of both texts ([1, B, D] without src_ids), a pair's cosine their dot product. If maps is non-NULL and the
      * model has attention, fill it (weights requested from the attention layers). */
     qkv_tensor *(*forward)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps);
     /* The token embeddings, a list ended by a NULL param, or NULL for none. An entry whose parameter a model did not

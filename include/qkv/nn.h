@@ -59,6 +59,7 @@ struct qkv_layer {
     void *user;           /* qkv_layer_fn's pointer (not owned) */
     qkv_layer_user_fn fn;
     int *indices;         /* Select's indices (owned) */
+    int shares;           /* references beyond the first (qkv_layer_share); each qkv_layer_free drops one */
 };
 
 void qkv_layer_free(qkv_layer *layer);
@@ -89,6 +90,10 @@ qkv_layer *qkv_layer_dup(void);  /* x -> x, x */
 qkv_layer *qkv_layer_drop(void); /* x -> (nothing) */
 qkv_layer *qkv_layer_identity(void);
 qkv_layer *qkv_layer_add(void);  /* a, b -> a + b */
+/* One more reference to the same layer: the same weights applied again, as Trax's Parallel(model, model) (the
+ * Siamese network's shared encoder is QKV_PARALLEL(enc, qkv_layer_share(enc))). Each reference is freed once; the
+ * layer itself goes with the last. Returns layer (NULL stays NULL). */
+qkv_layer *qkv_layer_share(qkv_layer *layer);
 /* A plain C function as a layer; name is copied, user is borrowed. */
 qkv_layer *qkv_layer_fn(const char *name, int n_in, int n_out, qkv_layer_user_fn fn, void *user);
 
@@ -102,6 +107,11 @@ qkv_layer *qkv_layer_layer_norm(qkv_params *params, const char *prefix, int64_t 
 qkv_layer *qkv_layer_dropout(float p);
 qkv_layer *qkv_layer_activation(qkv_activation act);
 qkv_layer *qkv_layer_log_softmax(void);
+/* Mean over time of the unmasked steps: (x [B, T, D], token mask [B, T], non-zero = token, as qkv_batch's) -> [B, D]
+ * (qkv_nn_masked_mean; a row without tokens gives zeros). */
+qkv_layer *qkv_layer_masked_mean(void);
+/* x / max(||x||_2, eps) along the last axis (qkv_nn_l2_normalize). */
+qkv_layer *qkv_layer_l2_normalize(float eps);
 /* A recurrent stack (qkv_rnn) run from a zero state over full sequences: x [B, T, input_size] -> its last layer's
  * outputs [B, T, directions * hidden_size]. */
 qkv_layer *qkv_layer_rnn(qkv_params *params, const char *prefix, const qkv_rnn_config *cfg, qkv_rng *rng);

@@ -123,6 +123,23 @@ qkv_tensor *qkv_bce_with_logits(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *ta
  * derivative. */
 qkv_tensor *qkv_cosine_similarity(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, int axis, float eps);
 
+/* Triplet loss over a batch of positive pairs (the Trax course's Siamese network). a, b [B, D] (B >= 2) hold unit
+ * vectors (L2-normalised by the caller), (a_i, b_i) a positive pair and every (a_i, b_j), j != i, a negative. With
+ * s = a b^T (cosines), margin alpha and for each row i:
+ *     mean_neg_i    = sum_{j != i} s_ij / (B - 1)
+ *     closest_neg_i = max_j c_ij, c_ij = s_ij where j != i and s_ij <= s_ii (the hardest negative not above the
+ *                     positive), s_ij - 2 where s_ij > s_ii, and c_ii = -2 (no gradient)
+ *     loss = mean_i [ relu(alpha - s_ii + closest_neg_i) ] + mean_i [ relu(alpha - s_ii + mean_neg_i) ]
+ * terms chooses the two parts (a bit set, both by default). The course's graded function sums over i instead of
+ * averaging (B times this); the mean keeps the learning rate independent of the batch size. Result: a scalar [1];
+ * gradients flow to a and b (the relu's kink and the max's choice as torch: 0 at relu(0), the first maximum). */
+typedef enum qkv_triplet_terms {
+    QKV_TRIPLET_MEAN_NEGATIVE = 1,
+    QKV_TRIPLET_CLOSEST_NEGATIVE = 2,
+    QKV_TRIPLET_BOTH = 3,
+} qkv_triplet_terms;
+qkv_tensor *qkv_triplet_loss(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, float margin, qkv_triplet_terms terms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -86,8 +86,16 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
 
 /* Metrics on "dev" / "test" (the config's data paths) or on any file in the task's format (file non-NULL).
  * classify: loss, accuracy, macro_f1, confusion ([gold][pred]), labels, examples; lm: loss, perplexity,
- * bits_per_token (and bits_per_char), tokens; seq2seq: loss, perplexity, tokens. */
+ * bits_per_token (and bits_per_char), tokens; seq2seq: loss, perplexity, tokens; pairs: at the run's duplicate
+ * threshold (qkv_run_threshold) accuracy, precision, recall, f1, and auc, loss, threshold, examples, duplicates. */
 struct cJSON *qkv_run_eval(qkv_run *r, const char *split, const char *file);
+
+/* Pairs runs (task "pairs", e.g. the siamese model type): unit vectors of n texts (non-empty after tokenising)
+ * into *vectors, [n, *dim] row-major, malloc'd (caller frees); the cosine of two texts is their dot product. */
+qkv_status qkv_run_embed(qkv_run *r, const char *const *texts, size_t n, float **vectors, int64_t *dim);
+/* The cosine at or above which a pair is a duplicate: the most accurate cut on the run's dev file for the loaded
+ * checkpoint, computed once and kept in the run directory (threshold.json, with the step it belongs to). */
+qkv_status qkv_run_threshold(qkv_run *r, double *threshold);
 
 /* One input text. classify: {"label", "prob", "probs": {label: p}}; lm: {"loss", "perplexity", "tokens"}.
  * seq2seq: QKV_ERR_UNSUPPORTED (use a decoder, e.g. qkv translate). */

@@ -17,6 +17,7 @@ extern const qkv_model_type qkv_model_rnnlm;
 extern const qkv_model_type qkv_model_lstm_seq2seq;
 extern const qkv_model_type qkv_model_transformer_seq2seq;
 extern const qkv_model_type qkv_model_tagger;
+extern const qkv_model_type qkv_model_siamese;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -27,6 +28,7 @@ static const qkv_model_type *const types[] = {
     &qkv_model_lstm_seq2seq,
     &qkv_model_transformer_seq2seq,
     &qkv_model_tagger,
+    &qkv_model_siamese,
 };
 
 /* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member

@@ -9,6 +9,10 @@
 
 void qkv_layer_free(qkv_layer *layer) {
     if (!layer) return;
+    if (layer->shares > 0) { /* another reference still uses it */
+        layer->shares--;
+        return;
+    }
     for (int i = 0; i < layer->n_children; i++) qkv_layer_free(layer->children[i]);
     free(layer->children);
     free(layer->state);
@@ -245,6 +249,11 @@ static qkv_status add_forward(qkv_ctx *ctx, const qkv_layer *self, qkv_tensor **
 }
 qkv_layer *qkv_layer_add(void) { return new_layer("Add", 2, 1, add_forward); }
 
+qkv_layer *qkv_layer_share(qkv_layer *layer) {
+    if (layer) layer->shares++;
+    return layer;
+}
+
 static qkv_status fn_forward(qkv_ctx *ctx, const qkv_layer *self, qkv_tensor **in, qkv_tensor **out) {
     return self->fn(ctx, in, out, self->user);
 }
@@ -355,6 +364,26 @@ static qkv_status log_softmax_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor *
     ONE_OUT(qkv_log_softmax(ctx, in[0], -1));
 }
 qkv_layer *qkv_layer_log_softmax(void) { return leaf("LogSoftmax", NULL, log_softmax_fwd, 0, 1, 1); }
+
+static qkv_status masked_mean_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
+    (void)s;
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, in[1]);
+    ONE_OUT(pad ? qkv_nn_masked_mean(ctx, in[0], pad) : NULL);
+}
+qkv_layer *qkv_layer_masked_mean(void) { return leaf("MaskedMean", NULL, masked_mean_fwd, 0, 2, 1); }
+
+static qkv_status l2_normalize_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
+    ONE_OUT(qkv_nn_l2_normalize(ctx, in[0], *(const float *)s->state));
+}
+qkv_layer *qkv_layer_l2_normalize(float eps) {
+    if (!(eps >= 0.0f)) {
+        qkv_error_set(QKV_ERR_INVALID, "l2_normalize layer: eps %g must be >= 0", (double)eps);
+        return NULL;
+    }
+    qkv_layer *l = leaf("L2Normalize", NULL, l2_normalize_fwd, sizeof(float), 1, 1);
+    if (l) *(float *)l->state = eps;
+    return l;
+}
 
 static qkv_status rnn_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
     return qkv_rnn_forward(ctx, s->state, in[0], NULL, NULL, NULL, &out[0], NULL, NULL);

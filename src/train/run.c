@@ -11,6 +11,7 @@
 
 #include "qkv/config.h"
 #include "qkv/fsutil.h"
+#include "pairs.h"
 #include "qkv/metrics.h"
 #include "qkv/safetensors.h"
 #include "task_tagging.h"
@@ -219,6 +220,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     if (st == QKV_OK) st = qkv__run_pretrained_check(r);
     if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
     if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
+    if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
     if (st == QKV_OK) r->have_train = true;
     const char *dev = r->set.data.dev;
     if (st == QKV_OK && *dev) {
@@ -342,6 +344,7 @@ static int argmax(const float *x, int64_t n) {
 
 cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
     if (r->task.kind == TASK_TAGGING) return qkv__tagging_evaluate(r, s, max_batches);
+    if (r->task.kind == TASK_PAIRS) return qkv__pairs_evaluate(r, s, max_batches, NAN);
     int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
     if (max_batches > 0 && max_batches < nb) nb = max_batches;
@@ -455,7 +458,8 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
     }
     split s;
     if (qkv__task_load(&r->task, path, &s) != QKV_OK) return NULL;
-    cJSON *out = qkv__run_evaluate(r, &s, 0);
+    cJSON *out = r->task.kind == TASK_PAIRS ? qkv__pairs_evaluate_at_dev_threshold(r, &s)
+                                            : qkv__run_evaluate(r, &s, 0);
     qkv__split_free(&s);
     if (out) {
         cJSON_AddStringToObject(out, file ? "file" : "split", file ? file : split_name);

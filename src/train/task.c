@@ -5,6 +5,7 @@
  *             "\n" byte for BPE) or a token shard; windows of seq_len + 1 tokens, stride seq_len
  *   seq2seq   TSV "source<TAB>target"; the target is stored as <s> y </s> (BPE: those specials get ids after the
  *             byte-level vocabulary)
+ *   pairs     TSV "label<TAB>text1<TAB>text2", label 1 = duplicate, 0 = not (task_pairs.c)
  * A bpe tokenizer without vocab_file/merges_file is trained on the training split when the run starts and kept in
  * the run dir, so a resumed or reopened run encodes exactly as training did. */
 #include <cjson/cJSON.h>
@@ -16,6 +17,7 @@
 #include "qkv/config.h"
 #include "qkv/data.h"
 #include "qkv/shard.h"
+#include "pairs.h"
 #include "task_tagging.h"
 #include "train_internal.h"
 
@@ -55,6 +57,9 @@ static example *ex_new(split *s) {
     memset(e, 0, sizeof *e);
     return e;
 }
+
+qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n) { return pool_add(s, ids, n); }
+example *qkv__split_example(split *s) { return ex_new(s); }
 
 void qkv__split_free(split *s) {
     free(s->pool);
@@ -116,7 +121,7 @@ qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t *
 
 static qkv_dataset *read_rows(const task *t, const char *path) {
     qkv_data_opts o = {.format = t->kind == TASK_LM ? QKV_DATA_LINES : QKV_DATA_TSV,
-                       .n_fields = t->kind == TASK_LM ? 0 : 2};
+                       .n_fields = t->kind == TASK_LM ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
     return qkv_data_read_all(path, &o);
 }
 
@@ -168,7 +173,7 @@ static qkv_status word_vocab(task *t, const qkv_run_settings *rs, const qkv_data
     qkv_status st = c ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == QKV_OK && i < train->n_rows; i++) {
         const qkv_row *row = &train->rows[i];
-        for (int f = both ? 0 : field; st == QKV_OK && f <= field; f++)
+        for (int f = both ? t->kind == TASK_PAIRS : field; st == QKV_OK && f <= field; f++) /* pairs: no label */
             st = count_text(t, c, row->fields[f], row->lens[f]);
         if (st == QKV_OK && t->kind == TASK_LM) st = qkv_token_counter_add(c, NL, strlen(NL));
     }
@@ -289,6 +294,8 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         t->kind = TASK_SEQ2SEQ;
     else if (!strcmp(task_name, "tagging"))
         t->kind = TASK_TAGGING;
+    else if (!strcmp(task_name, "pairs"))
+        t->kind = TASK_PAIRS;
     else
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "the training engine has no data pipeline for task '%s'", task_name);
     qkv_run_settings settings;
@@ -311,6 +318,8 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
     if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD && t->tok != TOK_BPE)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: seq2seq data supports the word and bpe tokenizers");
+    if (t->kind == TASK_PAIRS && t->tok != TOK_WORD)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: pairs data supports the word tokenizer");
     if (t->tok == TOK_CHAR && t->kind == TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: char is for lm tasks");
     /* Only bpe, wordpiece and shards read them: anywhere else a given file (existing or not) would be ignored. Runs
@@ -348,8 +357,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
             if (t->kind == TASK_SEQ2SEQ) sp |= QKV_SPECIAL_BOS | QKV_SPECIAL_EOS;
             if (t->kind == TASK_CLASSIFY && rs->data.cls_token) sp |= QKV_SPECIAL_CLS;
             bool shared = t->kind != TASK_SEQ2SEQ || rs->data.shared_vocab;
-            int field = t->kind == TASK_CLASSIFY ? 1 : 0;
-            bool both = shared && t->kind == TASK_SEQ2SEQ; /* one vocabulary over source and target */
+            int field = t->kind == TASK_CLASSIFY ? 1 : t->kind == TASK_PAIRS ? 2 : 0;
+            /* one vocabulary over source and target (pairs: over both texts) */
+            bool both = (shared && t->kind == TASK_SEQ2SEQ) || t->kind == TASK_PAIRS;
             st = word_vocab(t, rs, train, both ? 1 : field, both, sp, vocab_path, fresh, &t->vocab);
             if (st == QKV_OK && !shared) st = word_vocab(t, rs, train, 1, false, sp, tgt_path, fresh, &t->tgt_vocab);
             if (st == QKV_OK) {
@@ -492,6 +502,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
         free(ids);
         return st;
     }
+    if (t->kind == TASK_PAIRS) return qkv__pairs_add_row(t, path, row, s);
     example *e = ex_new(s);
     if (!e) return qkv_last_status();
     int text = t->kind == TASK_CLASSIFY ? 1 : 0;
@@ -547,8 +558,9 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
-    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING)
-        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
+    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING || t->kind == TASK_PAIRS)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type%s",
+                             t->kind == TASK_PAIRS ? " (pairs: use qkv similar)" : "");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];
     size_t lens[2];

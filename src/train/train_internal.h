@@ -19,12 +19,12 @@ QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
-typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING } task_kind;
+typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS } task_kind;
 typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
 
 /* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
- * the source; tagging: the sentence), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>; tagging: one tag id a
- * token), and a label (classify). */
+ * the source; tagging: the sentence; pairs: the first text), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>;
+ * tagging: one tag id a token; pairs: the second text), and a label (classify; pairs: 1 = duplicate). */
 typedef struct example {
     int64_t off, n, toff, tn;
     int32_t label;
@@ -77,6 +77,10 @@ qkv_status qkv__task_no_tokenizer(void);
  * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
 qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
 void qkv__split_free(split *s);
+/* Growing a split (task_pairs.c): ids appended to the pool, a new zeroed example (NULL, error set, when out of
+ * memory). */
+qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
+example *qkv__split_example(split *s);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
 typedef struct batch_plan {

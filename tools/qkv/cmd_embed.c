@@ -96,4 +96,5 @@ static int run(int argc, char **argv) {
     return rc;
 }
 
-const cli_command cmd_embed = {"embed", "word vectors: similar words, analogies, comparisons", run, help};
+const cli_command cmd_embed = {"embed", "GloVe word vectors: similar words, analogies (texts: qkv similar)", run,
+                               help};

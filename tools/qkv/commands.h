@@ -20,5 +20,6 @@ extern const cli_command cmd_eval;
 extern const cli_command cmd_predict;
 extern const cli_command cmd_tag;
 extern const cli_command cmd_config;
+extern const cli_command cmd_similar;
 
 #endif

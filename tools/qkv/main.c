@@ -21,6 +21,7 @@ static const cli_command *const commands[] = {
     &cmd_bleu,
     &cmd_rouge,
     &cmd_embed,
+    &cmd_similar,
     &cmd_attend,
     &cmd_bench,
 };
