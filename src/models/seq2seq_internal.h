@@ -107,6 +107,42 @@ static inline qkv_status s2s_gather_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tenso
     return dst ? qkv_tensor_copy(dst, moved) : qkv_last_status();
 }
 
+/* s2s_gather_rows for a tensor that depends only on a row's source (encoder states, cross-attention keys and values,
+ * source padding), contiguous rows: a row whose new source is the one it holds (src_of[from[i]] == src_of[i], src_of
+ * giving the source of each of the `rows` current rows) already holds the right values and is not copied. Beam
+ * search moves rows only within their sentence, so its reorders copy none of these. */
+static inline qkv_status s2s_gather_src_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tensor *full, qkv_tensor **view,
+                                             const int32_t *from, int n, const int32_t *src_of, int rows) {
+    int64_t row = qkv_numel(full) / full->shape[0], m = 0;
+    for (int i = 0; i < n; i++) m += i >= rows || src_of[from[i]] != src_of[i];
+    if (m > 0) {
+        qkv_tensor *idx = qkv_ctx_tensor(work, QKV_I32, 1, &m);
+        if (!idx) return qkv_last_status();
+        for (int i = 0, j = 0; i < n; i++)
+            if (i >= rows || src_of[from[i]] != src_of[i]) qkv_i32(idx)[j++] = from[i];
+        qkv_tensor *moved = qkv_contiguous(work, qkv_index_select(work, *view, 0, idx));
+        if (!moved) return qkv_last_status();
+        const float *in = qkv_f32(moved);
+        for (int i = 0; i < n; i++)
+            if (i >= rows || src_of[from[i]] != src_of[i]) {
+                memcpy(qkv_f32(full) + (int64_t)i * row, in, sizeof(float) * (size_t)row);
+                in += row;
+            }
+    }
+    if (n != (*view)->shape[0]) {
+        qkv_tensor *v = n == full->shape[0] ? full : qkv_slice(keep, full, 0, 0, n, 1);
+        if (!v) return qkv_last_status();
+        *view = v;
+    }
+    return QKV_OK;
+}
+
+/* src_of[i] becomes src_of[from[i]] for the n new rows (tmp: scratch of n entries). */
+static inline void s2s_move_src_of(int32_t *src_of, int32_t *tmp, const int32_t *from, int n) {
+    for (int i = 0; i < n; i++) tmp[i] = src_of[from[i]];
+    memcpy(src_of, tmp, sizeof(int32_t) * (size_t)n);
+}
+
 /* Checks a reorder's row count and indices against the rows a state holds now (rows) and at most (cap). */
 static inline qkv_status s2s_check_reorder(const int32_t *from, int n_rows, int rows, int cap) {
     if (n_rows < 1 || n_rows > cap)
