@@ -295,13 +295,10 @@ static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n
     qkv_ctx_reset(s->work);
     qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
     if (rc) return rc;
-    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
-    if (!idx) return qkv_last_status();
     qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
     for (int i = 0, n = lstm_slots(s, slot); i < n; i++) {
         bool per_src = slot[i] == &s->henc || slot[i] == &s->pad || slot[i] == &s->keys;
-        rc = per_src ? s2s_gather_src_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->src_of, s->rows)
-                     : s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, 0);
+        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, 0, per_src, s->src_of);
         if (rc) return rc;
     }
     s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);

@@ -283,14 +283,12 @@ static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_r
     qkv_ctx_reset(s->work);
     qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
     if (rc) return rc;
-    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
-    if (!idx) return qkv_last_status();
     qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
     for (int i = 0, n = tf_slots(s, slot); i < n; i++) {
         /* only the first t steps of the self-attention caches hold anything */
         bool cache = i > 0 && (i - 1) % 4 < 2;
-        rc = cache ? s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, s->t > 0 ? s->t : 1)
-                   : s2s_gather_src_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->src_of, s->rows);
+        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, cache ? (s->t > 0 ? s->t : 1) : 0,
+                           !cache, s->src_of);
         if (rc) return rc;
     }
     s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
