@@ -160,6 +160,7 @@ typedef struct lstm_state {
     qkv_tensor *keys;            /* general attention: W henc [rows, S, H], computed once (NULL for other kinds) */
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
     qkv_tensor *full[4 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
+    int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
 } lstm_state;
 
 /* The state's tensors as slots: henc, pad, feed, (keys,) then h and c of each layer. */
@@ -181,6 +182,8 @@ static void lstm_free(qkv_decoder_state *st) {
     if (!s) return;
     qkv_ctx_free(s->keep);
     qkv_ctx_free(s->work);
+    free(s->src_of);
+    free(s->src_tmp);
     free(s);
 }
 
@@ -208,6 +211,13 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
         free(s);
         return NULL;
     }
+    s->src_of = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
+    s->src_tmp = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
+    if (!s->src_of || !s->src_tmp) {
+        qkv_error_set(QKV_ERR_NOMEM, "lstm_seq2seq decode: out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < s->cap; r++) s->src_of[r] = r / rows_per_src;
     qkv_ctx *w = s->work;
     qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL, *henc, *hn, *cn;
     if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
@@ -286,11 +296,13 @@ static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n
     qkv_ctx_reset(s->work);
     qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
     if (rc) return rc;
-    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
-    if (!idx) return qkv_last_status();
     qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
-    for (int i = 0, n = lstm_slots(s, slot); i < n; i++)
-        if ((rc = s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, 0))) return rc;
+    for (int i = 0, n = lstm_slots(s, slot); i < n; i++) {
+        bool per_src = slot[i] == &s->henc || slot[i] == &s->pad || slot[i] == &s->keys;
+        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, 0, per_src, s->src_of);
+        if (rc) return rc;
+    }
+    s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
     s->rows = n_rows;
     return QKV_OK;
 }

@@ -30,22 +30,51 @@ static inline qkv_tensor *s2s_masked_loss(qkv_ctx *ctx, qkv_tensor *logits, cons
     return qkv_cross_entropy(ctx, logits, b->targets, &o);
 }
 
-/* Gathers the rows of a decoding-state tensor: *view (the first rows of `full` along axis 0) becomes rows idx of
- * itself, as many as idx holds (at most full's rows). Along axis 1 only the first t1 entries move (0: all), as a
- * Transformer's self-attention cache is filled only that far. When the row count changes, *view becomes a new view
- * (in keep) of the first rows of full; scratch goes to work. */
-static inline qkv_status s2s_gather_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tensor *full, qkv_tensor **view,
-                                         qkv_tensor *idx, int64_t t1) {
-    int64_t n = idx->shape[0];
-    qkv_tensor *moved = qkv_index_select(work, t1 > 0 ? qkv_slice(work, *view, 1, 0, t1, 1) : *view, 0, idx);
-    if (!moved) return qkv_last_status();
+/* Gathers the rows of a contiguous decoding-state tensor: *view (the first rows of `full` along axis 0) becomes rows
+ * from[0..n) of itself (at most full's rows); when the row count changes, *view becomes a new view (in keep) of the
+ * first rows of full; scratch goes to work. Rows stay put unless they change: row i
+ * is copied only when it is new (i >= rows) or, for a tensor that depends only on a row's source (encoder states,
+ * cross-attention keys and values, source padding; per_src), when its source changes (src_of[from[i]] != src_of[i],
+ * src_of giving the source of each current row), else when from[i] != i. Beam search moves rows only within their
+ * sentence, so its reorders copy none of the per-source tensors, and a hypothesis that stays in its row costs
+ * nothing. Along axis 1 only the first t1 entries move (0: all). */
+static inline qkv_status s2s_move_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tensor *full, qkv_tensor **view,
+                                       const int32_t *from, int n, int rows, int64_t t1, bool per_src,
+                                       const int32_t *src_of) {
+    int64_t d1 = full->ndim > 1 ? full->shape[1] : 1, inner = qkv_numel(full) / (full->shape[0] * (d1 ? d1 : 1));
+    int64_t row = d1 * inner, block = (t1 > 0 && t1 < d1 ? t1 : d1) * inner, m = 0;
+#define S2S_CHANGED(i) ((i) >= rows || (per_src ? src_of[from[i]] != src_of[i] : from[i] != (i)))
+    for (int i = 0; i < n; i++) m += S2S_CHANGED(i);
+    if (m > 0) {
+        int64_t nt = m * block;
+        qkv_tensor *tmp = qkv_ctx_tensor(work, QKV_F32, 1, &nt);
+        if (!tmp) return qkv_last_status();
+        float *base = qkv_f32(full), *t = qkv_f32(tmp);
+        for (int i = 0; i < n; i++) /* read every source row before any is overwritten */
+            if (S2S_CHANGED(i)) {
+                memcpy(t, base + (int64_t)from[i] * row, sizeof(float) * (size_t)block);
+                t += block;
+            }
+        t = qkv_f32(tmp);
+        for (int i = 0; i < n; i++)
+            if (S2S_CHANGED(i)) {
+                memcpy(base + (int64_t)i * row, t, sizeof(float) * (size_t)block);
+                t += block;
+            }
+    }
+#undef S2S_CHANGED
     if (n != (*view)->shape[0]) {
         qkv_tensor *v = n == full->shape[0] ? full : qkv_slice(keep, full, 0, 0, n, 1);
         if (!v) return qkv_last_status();
         *view = v;
     }
-    qkv_tensor *dst = t1 > 0 ? qkv_slice(work, *view, 1, 0, t1, 1) : *view;
-    return dst ? qkv_tensor_copy(dst, moved) : qkv_last_status();
+    return QKV_OK;
+}
+
+/* src_of[i] becomes src_of[from[i]] for the n new rows (tmp: scratch of n entries). */
+static inline void s2s_move_src_of(int32_t *src_of, int32_t *tmp, const int32_t *from, int n) {
+    for (int i = 0; i < n; i++) tmp[i] = src_of[from[i]];
+    memcpy(src_of, tmp, sizeof(int32_t) * (size_t)n);
 }
 
 /* Checks a reorder's row count and indices against the rows a state holds now (rows) and at most (cap). */

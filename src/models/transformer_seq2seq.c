@@ -91,6 +91,7 @@ typedef struct tf_state {
     qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
     qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
     qkv_tensor *full[1 + 4 * QKV_NN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
+    int32_t *src_of, *src_tmp;                   /* [cap]: the source of each row; scratch */
 } tf_state;
 
 /* The state's tensors as slots: pad, then each layer's kc, vc, ck, cv. */
@@ -111,6 +112,8 @@ static void tf_free(qkv_decoder_state *st) {
     if (!s) return;
     qkv_ctx_free(s->keep);
     qkv_ctx_free(s->work);
+    free(s->src_of);
+    free(s->src_tmp);
     free(s);
 }
 
@@ -154,6 +157,13 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         free(s);
         return NULL;
     }
+    s->src_of = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
+    s->src_tmp = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
+    if (!s->src_of || !s->src_tmp) {
+        qkv_error_set(QKV_ERR_NOMEM, "transformer_seq2seq decode: out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < s->cap; r++) s->src_of[r] = r / rows_per_src;
     qkv_ctx *w = s->work, *k = s->keep;
     qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL;
     if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
@@ -274,15 +284,15 @@ static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_r
     qkv_ctx_reset(s->work);
     qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
     if (rc) return rc;
-    qkv_tensor *idx = s2s_ids(s->work, from, n_rows);
-    if (!idx) return qkv_last_status();
     qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
     for (int i = 0, n = tf_slots(s, slot); i < n; i++) {
         /* only the first t steps of the self-attention caches hold anything */
         bool cache = i > 0 && (i - 1) % 4 < 2;
-        if ((rc = s2s_gather_rows(s->keep, s->work, s->full[i], slot[i], idx, cache ? (s->t > 0 ? s->t : 1) : 0)))
-            return rc;
+        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, cache ? (s->t > 0 ? s->t : 1) : 0,
+                           !cache, s->src_of);
+        if (rc) return rc;
     }
+    s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
     s->rows = n_rows;
     return QKV_OK;
 }

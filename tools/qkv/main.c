@@ -39,6 +39,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    cli_passive_threads(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         if (argc >= 3 && !strcmp(argv[1], "help")) {
             for (size_t i = 0; i < N_COMMANDS; i++)
