@@ -164,7 +164,8 @@ EOF
   "$QKV" train --config "$T/res.json" --run "$T/k9" --set train.steps=100000 --set train.checkpoint_every=1 \
     --set train.keep_checkpoints=2 --set eval.every=0 --quiet >/dev/null 2>&1 &
   pid=$!
-  sleep 0.4
+  started "$T/k9"
+  sleep 0.2 # a few more checkpoints, so the kill can land mid-write
   kill -9 $pid 2>/dev/null
   wait $pid 2>/dev/null
   n=$(ls "$T/k9" | sed -n 's/^ckpt-\([0-9]*\)\.safetensors$/\1/p' | sort -n | tail -1)
@@ -179,7 +180,7 @@ EOF
       && cmp -s <(losses "$T/k9/log.jsonl") <(losses "$T/k9_full/log.jsonl") \
       && ok "kill -9 + resume == uninterrupted" || bad "kill -9 + resume == uninterrupted"
   else
-    bad "kill -9: no checkpoint was written in 0.4 s"
+    bad "kill -9: no checkpoint was written"
   fi
 
   # Early stopping: eval.patience evals without a better dev accuracy end the run, with a checkpoint there.
