@@ -27,7 +27,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for n in "${names[@]}"; do
   corpus="$build/corpus/$n" crashes="$build/crashes/$n"
-  mkdir -p "$corpus" "$crashes"
+  mkdir -p "$corpus" "$crashes" "$seeds/$n"
   dict=() quiet=()
   [ "$n" = plot_log ] && quiet=(-close_fd_mask=2) # the command's own error messages
   case $n in
@@ -41,7 +41,7 @@ for n in "${names[@]}"; do
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$crashes/" ${quiet[@]+"${quiet[@]}"} \
     >"$build/fuzz-$n.log" 2>&1 || true
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz-$n.log" | grep -o '[0-9]*$' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz-$n.log" | grep -o '[0-9]*$' | tail -1 || true)
   found=$(find "$crashes" -type f | wc -l)
   echo "   $((($(date +%s) - start))) s, ${execs:-?} executions, $found artifacts in $crashes"
 done
