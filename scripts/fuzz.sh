@@ -36,12 +36,13 @@ for n in "${names[@]}"; do
   esac
   echo "== $n ($secs s)"
   start=$(date +%s)
+  touch "$build/start-$n"
   # The fuzzer's own summary line (stat::number_of_executed_units) goes to the log.
   "$build/tests/fuzz/qkvfuzz_$n" "$corpus" "$root/tests/fuzz/corpus/$n" "$seeds/$n" "${dict[@]}" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$crashes/" ${quiet[@]+"${quiet[@]}"} \
     >"$build/fuzz-$n.log" 2>&1 || true
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz-$n.log" | grep -o '[0-9]*$' | tail -1 || true)
-  found=$(find "$crashes" -type f | wc -l)
-  echo "   $((($(date +%s) - start))) s, ${execs:-?} executions, $found artifacts in $crashes"
+  found=$(find "$crashes" -type f -newer "$build/start-$n" | wc -l)
+  echo "   $((($(date +%s) - start))) s, ${execs:-?} executions, $found new artifacts in $crashes"
 done
