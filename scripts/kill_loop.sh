@@ -17,7 +17,8 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 # A small classification task of our own, so the loop needs no shared data.
 for i in $(seq 1 200); do
-  if [ $((i % 2)) = 0 ]; then echo -e "pos\tgood great fine film number $i"; else echo -e "neg\tbad awful dull plot $i"; fi
+  if [ $((i % 2)) = 0 ]; then echo -e "pos\tgood great fine film number $i"
+  else echo -e "neg\tbad awful dull plot $i"; fi
 done >"$T/train.tsv"
 "$QKV" config show embmean | "$PY" -c '
 import json, sys
@@ -63,7 +64,8 @@ if [ -z "$s" ]; then
   bad "no checkpoint was ever written"
 else
   m=$((s + 3))
-  "$QKV" train --resume --run "$R" --set train.steps=$m --quiet >/dev/null 2>"$T/err" || bad "final resume: $(head -1 "$T/err")"
+  "$QKV" train --resume --run "$R" --set train.steps=$m --quiet >/dev/null 2>"$T/err" ||
+    bad "final resume: $(head -1 "$T/err")"
   ls "$R" | grep -q '\.tmp\.' && bad "temporaries left: $(ls "$R" | grep '\.tmp\.' | head -3)"
   "$QKV" train --config "$T/cfg.json" --run "$T/full" --set train.steps=$m --quiet >/dev/null 2>&1
   if cmp -s <(weights "$R/ckpt-$m.safetensors") <(weights "$T/full/ckpt-$m.safetensors"); then

@@ -30,7 +30,8 @@ newest() { ls "$1" | sed -n 's/^ckpt-\([0-9]*\)\.safetensors$/\1/p' | sort -n | 
 before=$(newest "$T/df")
 (trap '' XFSZ; ulimit -f 16; exec "$QKV" train --resume --run "$T/df" --set train.steps=8 --quiet) >"$T/out" 2>&1
 rc=$?
-if [ "$rc" != 0 ] && grep -q 'ckpt-6.safetensors.*File too large' "$T/out"; then ok "disk full: exit $rc naming the checkpoint"
+if [ "$rc" != 0 ] && grep -q 'ckpt-6.safetensors.*File too large' "$T/out"; then
+  ok "disk full: exit $rc naming the checkpoint"
 else bad "disk full: exit $rc, $(head -2 "$T/out")"; fi
 [ "$(newest "$T/df")" = "$before" ] && ok "disk full: the newest checkpoint is still step $before" \
   || bad "disk full: newest checkpoint changed to $(newest "$T/df")"

@@ -31,7 +31,8 @@ refuse() {
 # The bad files, each under a name that the culprit regex can match.
 mkdir "$T/adir"
 : >"$T/empty"
-/usr/bin/python3 -c 'import random, sys; r = random.Random(29); sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(4096)))' >"$T/garbage"
+/usr/bin/python3 -c 'import random, sys; r = random.Random(29)
+sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(4096)))' >"$T/garbage"
 printf 'caf\xe9 \xff\xfe ok\n\xc3\x28 bad\n' >"$T/badutf8"
 BAD="missing adir empty garbage badutf8"
 bad() { echo "$T/$1"; } # path of a bad file ("missing" does not exist)
@@ -45,7 +46,8 @@ c["data"].update(train=sys.argv[1], dev=sys.argv[1])
 c["train"].update(steps=4, checkpoint_every=2, log_every=2)
 c["eval"]["every"] = 2
 json.dump(c, sys.stdout)' "$T/train.tsv" >"$T/cls.json"
-"$QKV" train --config "$T/cls.json" --run "$T/run" --quiet >/dev/null 2>&1 || { echo "FAIL: the good run did not train"; exit 1; }
+"$QKV" train --config "$T/cls.json" --run "$T/run" --quiet >/dev/null 2>&1 ||
+  { echo "FAIL: the good run did not train"; exit 1; }
 printf 'the cat\n' >"$T/hyp.txt"
 # A tiny character language model for the decoding commands.
 for i in $(seq 1 20); do echo "the cat sat on the mat $i"; done >"$T/lm.txt"
@@ -57,7 +59,8 @@ c["data"].update(train=sys.argv[1], dev=sys.argv[1], tokenizer="char", seq_len=8
 c["train"].update(steps=2, checkpoint_every=2, log_every=1)
 c["eval"]["every"] = 2
 json.dump(c, sys.stdout)' "$T/lm.txt" >"$T/lm.json"
-"$QKV" train --config "$T/lm.json" --run "$T/lm" --quiet >/dev/null 2>&1 || { echo "FAIL: the lm run did not train"; exit 1; }
+"$QKV" train --config "$T/lm.json" --run "$T/lm" --quiet >/dev/null 2>&1 ||
+  { echo "FAIL: the lm run did not train"; exit 1; }
 
 for b in $BAD; do
   f=$(bad "$b")
@@ -133,7 +136,8 @@ refuse "viz invalid UTF-8 text" "UTF-8" "$T/vu.html" "$QKV" viz --run "$T/run" -
 printf 'pos\tgood\n' >"$T/v.txt"
 printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\n' >"$T/vocab.txt"
 printf '4 5\n99999999999999999999\n' >"$T/ids.txt"
-refuse "tokenize decode of an id out of range" "99999999999999999999" - "$QKV" tokenize decode --wordpiece "$T/vocab.txt" "$T/ids.txt"
+refuse "tokenize decode of an id out of range" "99999999999999999999" - \
+  "$QKV" tokenize decode --wordpiece "$T/vocab.txt" "$T/ids.txt"
 printf '4 x5\n' >"$T/ids2.txt"
 refuse "tokenize decode of a word" "x5" - "$QKV" tokenize decode --wordpiece "$T/vocab.txt" "$T/ids2.txt"
 refuse "tokenize decode of garbage" "garbage" - "$QKV" tokenize decode --wordpiece "$T/vocab.txt" "$T/garbage"

@@ -188,8 +188,9 @@ qkv_status qkv_config_set(cJSON *cfg, const char *assignment) {
             break;
         }
         if (!dot) {
-            bool put = cJSON_GetObjectItemCaseSensitive(obj, part) ? cJSON_ReplaceItemInObjectCaseSensitive(obj, part, v)
-                                                                  : cJSON_AddItemToObject(obj, part, v);
+            bool put = cJSON_GetObjectItemCaseSensitive(obj, part)
+                           ? cJSON_ReplaceItemInObjectCaseSensitive(obj, part, v)
+                           : cJSON_AddItemToObject(obj, part, v);
             if (put) v = NULL; /* now owned by cfg */
             else st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
             break;

@@ -120,7 +120,8 @@ static int op_bpe(void) {
 }
 
 static int op_glove(void) {
-    qkv_vectors *v = qkv_vectors_load(scratch("vec.txt", "the 0.1 0.2 0.3\ncat 0.4 0.5 0.6\nmat 1 2 3\n"), QKV_VEC_AUTO);
+    const char *path = scratch("vec.txt", "the 0.1 0.2 0.3\ncat 0.4 0.5 0.6\nmat 1 2 3\n");
+    qkv_vectors *v = qkv_vectors_load(path, QKV_VEC_AUTO);
     if (!v) return 1;
     qkv_vec_hit hits[2];
     int n, rc = qkv_vectors_similar(v, "cat", 2, hits, &n) != QKV_OK;
@@ -140,7 +141,8 @@ static int op_data(void) {
 }
 
 static int op_config(void) {
-    cJSON *user = qkv_config_parse("cfg", "{\"model\": {\"type\": \"gpt\", \"d_model\": 32, \"n_heads\": 4}, \"data\": {\"train\": \"a.txt\"}}");
+    cJSON *user = qkv_config_parse("cfg", "{\"model\": {\"type\": \"gpt\", \"d_model\": 32, \"n_heads\": 4}, "
+                                          "\"data\": {\"train\": \"a.txt\"}}");
     if (!user) return 1;
     int rc = qkv_config_set(user, "train.steps=5") != QKV_OK;
     const qkv_model_type *type;
