@@ -123,6 +123,8 @@ qkv_status qkv_reader_next(qkv_reader *r, const qkv_data_record **rec) {
                                          r->o.n_fields == 1 ? "" : "s", r->n_fields);
             if (r->o.skip_header && !r->header_done) {
                 r->header_done = true;
+                cJSON_Delete(r->json); /* a JSONL header's object: the next record would drop it */
+                r->json = NULL;
                 continue;
             }
         }

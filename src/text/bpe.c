@@ -133,7 +133,7 @@ static bool load_vocab_json(qkv_bpe *b, const char *path) {
     int32_t max_id = -1;
     for (cJSON *it = root->child; it; it = it->next) {
         double d = it->valuedouble;
-        if (!cJSON_IsNumber(it) || d != (double)(int32_t)d || d < 0 || d >= INT32_MAX) {
+        if (!cJSON_IsNumber(it) || !(d >= 0 && d < INT32_MAX) || d != (double)(int32_t)d) { /* cast only in range */
             qkv_error_set(QKV_ERR_FORMAT, "%s: token \"%.64s\": id is not an integer in [0, 2^31)", path,
                           it->string);
             goto done;

@@ -264,11 +264,12 @@ static qkv_status wordpiece_word(const qkv_wordpiece *w, const norm *nm, size_t 
         size_t end = nchars;
         int32_t id = -1;
         for (; end > start; end--) {
-            const char *k = start ? word + char_pos[start] - 2 : word;
+            /* key->p + char_pos[start] = word + char_pos[start] - 2, without the unsigned wrap when it is 1 */
+            const char *k = start ? key->p + char_pos[start] : word;
             size_t kl = char_pos[end] - char_pos[start] + (start ? 2 : 0);
             if (start) { /* "##" in front of the piece: build it in place of the preceding bytes, restore after */
-                char save[2] = {word[char_pos[start] - 2], word[char_pos[start] - 1]};
-                char *m = key->p + 2 + char_pos[start] - 2;
+                char *m = key->p + char_pos[start];
+                char save[2] = {m[0], m[1]};
                 m[0] = '#', m[1] = '#';
                 id = qkv_vocab_id(w->vocab, k, kl);
                 m[0] = save[0], m[1] = save[1];

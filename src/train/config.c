@@ -177,6 +177,10 @@ qkv_status qkv_config_set(cJSON *cfg, const char *assignment) {
     const char *value = eq + 1;
     cJSON *v = cJSON_Parse(value);
     if (!v) v = cJSON_CreateString(value);
+    if (!v) {
+        free(key);
+        return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    }
     qkv_status st = QKV_OK;
     cJSON *obj = cfg;
     for (char *part = key, *dot; st == QKV_OK; part = dot + 1) {
@@ -187,16 +191,17 @@ qkv_status qkv_config_set(cJSON *cfg, const char *assignment) {
             break;
         }
         if (!dot) {
-            if (cJSON_GetObjectItemCaseSensitive(obj, part))
-                cJSON_ReplaceItemInObjectCaseSensitive(obj, part, v);
-            else
-                cJSON_AddItemToObject(obj, part, v);
-            v = NULL;
+            bool put = cJSON_GetObjectItemCaseSensitive(obj, part)
+                           ? cJSON_ReplaceItemInObjectCaseSensitive(obj, part, v)
+                           : cJSON_AddItemToObject(obj, part, v);
+            if (put) v = NULL; /* now owned by cfg */
+            else st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
             break;
         }
         cJSON *next = cJSON_GetObjectItemCaseSensitive(obj, part);
         if (!next) {
             next = cJSON_AddObjectToObject(obj, part);
+            if (!next) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         } else if (!cJSON_IsObject(next)) {
             st = qkv_error_set(QKV_ERR_INVALID, "--set '%s': '%s' is not an object", assignment, part);
         }
@@ -218,30 +223,41 @@ cJSON *qkv_config_defaults(const qkv_model_type *type) {
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    /* "model" first, then the run sections in table order. */
-    while (run->child) {
+    /* "model" first, then the run sections in table order. Every step checked: a failed allocation must not give a
+     * config with a section or a default missing. */
+    bool ok = true;
+    while (ok && run->child) {
         cJSON *item = cJSON_DetachItemViaPointer(run, run->child);
-        cJSON_AddItemToObject(d, item->string, item); /* cJSON copies the key before freeing the old one */
+        ok = cJSON_AddItemToObject(d, item->string, item); /* cJSON copies the key before freeing the old one */
+        if (!ok) cJSON_Delete(item);
     }
     cJSON_Delete(run);
-    if (!type) {
-        cJSON_Delete(m);
-        return d;
-    }
-    /* "type" first in "model". */
-    cJSON_AddStringToObject(model, "type", type->name);
-    while (m->child) {
-        cJSON *item = cJSON_DetachItemViaPointer(m, m->child);
-        cJSON_AddItemToObject(model, item->string, item);
+    if (ok && type) {
+        /* "type" first in "model". */
+        ok = cJSON_AddStringToObject(model, "type", type->name) != NULL;
+        while (ok && m->child) {
+            cJSON *item = cJSON_DetachItemViaPointer(m, m->child);
+            ok = cJSON_AddItemToObject(model, item->string, item);
+            if (!ok) cJSON_Delete(item);
+        }
+        /* The model type's own data defaults (e.g. a [CLS] token for models that classify from position 0). */
+        cJSON *dd = ok && type->data_defaults ? cJSON_Parse(type->data_defaults) : NULL;
+        ok = ok && (dd || !type->data_defaults);
+        cJSON *data = cJSON_GetObjectItemCaseSensitive(d, "data");
+        for (cJSON *it = dd ? dd->child : NULL; ok && it && data; it = it->next) {
+            if (!cJSON_GetObjectItemCaseSensitive(data, it->string)) continue;
+            cJSON *dup = cJSON_Duplicate(it, true);
+            ok = dup && cJSON_ReplaceItemInObjectCaseSensitive(data, it->string, dup);
+            if (!ok) cJSON_Delete(dup);
+        }
+        cJSON_Delete(dd);
     }
     cJSON_Delete(m);
-    /* The model type's own data defaults (e.g. a [CLS] token for models that classify from position 0). */
-    cJSON *dd = type->data_defaults ? cJSON_Parse(type->data_defaults) : NULL;
-    cJSON *data = cJSON_GetObjectItemCaseSensitive(d, "data");
-    for (cJSON *it = dd ? dd->child : NULL; it && data; it = it->next)
-        if (cJSON_GetObjectItemCaseSensitive(data, it->string))
-            cJSON_ReplaceItemInObjectCaseSensitive(data, it->string, cJSON_Duplicate(it, true));
-    cJSON_Delete(dd);
+    if (!ok) {
+        cJSON_Delete(d);
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     return d;
 }
 

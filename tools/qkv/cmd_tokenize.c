@@ -267,7 +267,6 @@ static int tokenize_train(int argc, char **argv) {
         }
     }
     if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
-    if (cli_prepare_out("tokenize", dir, true)) return CLI_INPUT;
     cli_lines *all[256];
     size_t total = 0;
     for (int f = 0; f < nf; f++) {
@@ -276,6 +275,11 @@ static int tokenize_train(int argc, char **argv) {
             return CLI_INPUT;
         }
         total += all[f]->n;
+    }
+    /* Only now: a refused input leaves no output directory behind. */
+    if (cli_prepare_out("tokenize", dir, true)) {
+        for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+        return CLI_INPUT;
     }
     const char **texts = malloc(sizeof *texts * (total ? total : 1));
     size_t *lens = malloc(sizeof *lens * (total ? total : 1)), k = 0;
