@@ -77,6 +77,8 @@ for b in $BAD; do
   refuse "predict --checkpoint $b" "$b" - "$QKV" predict --run "$T/run" --checkpoint "$f" "text"
   refuse "generate --run $b" "$b" - "$QKV" generate --run "$f" --max-tokens 2 "the"
   refuse "translate --run $b" "$b" - "$QKV" translate --run "$f" "$T/hyp.txt"
+  refuse "tag --run $b" "$b" - "$QKV" tag --run "$f" "text"
+  refuse "similar --run $b" "$b" - "$QKV" similar --run "$f" "a" "b"
   refuse "viz --run $b" "$b" "$T/v_$b.html" "$QKV" viz --run "$f" -o "$T/v_$b.html" "text"
   refuse "viz --checkpoint $b" "$b" "$T/v2_$b.html" "$QKV" viz --run "$T/run" --checkpoint "$f" -o "$T/v2_$b.html" "x"
   refuse "plot $b" "$b" "$T/p_$b.svg" "$QKV" plot -o "$T/p_$b.svg" "$f"
@@ -114,7 +116,7 @@ for v in -0.5 abc 1e99 nan; do
 done
 
 # unknown flags, a flag without its value, --set on unknown keys and with wrong types
-for c in train eval predict generate translate viz plot bleu rouge embed attend demo bench; do
+for c in train eval predict generate translate tag similar viz plot bleu rouge embed attend demo bench; do
   refuse "$c --no-such-flag" "no-such-flag" - "$QKV" "$c" --no-such-flag
 done
 refuse "tokenize encode --no-such-flag" "no-such-flag" - "$QKV" tokenize encode --no-such-flag
