@@ -11,10 +11,10 @@ trap 'rm -rf "$T"' EXIT
 pass=0 fail=0 skip=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-# Waits (up to a minute) until a background run has logged a training step, so its signal handlers are in place:
+# Waits (up to five minutes: sanitizer builds on a busy machine start slowly) until a background run has logged a training step, so its signal handlers are in place:
 # a fixed sleep sent the signal before they were on a loaded machine.
 started() {
-  for _ in $(seq 1200); do grep -qs '"loss"' "$1/log.jsonl" && return 0; sleep 0.05; done
+  for _ in $(seq 6000); do grep -qs '"loss"' "$1/log.jsonl" && return 0; sleep 0.05; done
 }
 expect_rc() { # name expected-rc command...
   local name=$1 want=$2; shift 2
