@@ -11,8 +11,9 @@ trap 'rm -rf "$T"' EXIT
 pass=0 fail=0 skip=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-# Waits (up to five minutes: sanitizer builds on a busy machine start slowly) until a background run has logged a training step, so its signal handlers are in place:
-# a fixed sleep sent the signal before they were on a loaded machine.
+# Waits (up to five minutes: sanitizer builds on a busy machine start slowly) until a background run has logged a
+# training step, so its signal handlers are in place: a background job starts with SIGINT ignored, and a fixed sleep
+# sent the signal before the handler was there on a loaded machine (the run then finished, exit 0).
 started() {
   for _ in $(seq 6000); do grep -qs '"loss"' "$1/log.jsonl" && return 0; sleep 0.05; done
 }
