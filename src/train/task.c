@@ -55,6 +55,9 @@ static example *ex_new(split *s) {
     return e;
 }
 
+qkv_status qkv__split_add(split *s, const int32_t *ids, int64_t n) { return pool_add(s, ids, n); }
+example *qkv__split_example(split *s) { return ex_new(s); }
+
 void qkv__split_free(split *s) {
     free(s->pool);
     free(s->ex);
@@ -292,6 +295,12 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     const qkv_run_settings *rs = &settings;
     qkv_status cst = qkv_config_settings(cfg, &settings);
     if (cst != QKV_OK) return cst;
+    if (!strcmp(rs->data.task, "summarize")) {
+        if (t->kind != TASK_LM)
+            return qkv_error_set(QKV_ERR_INVALID, "data.task: summarize trains a language model (e.g. model.type gpt), "
+                                 "not a %s model", task_name);
+        t->kind = TASK_SUMMARIZE;
+    }
     const char *train_path = rs->data.train;
     const char *format = rs->data.format;
     t->shard = t->kind == TASK_LM && (!strcmp(format, "shard") ||
@@ -303,6 +312,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     t->max_len = rs->data.max_len;
     t->cls = -1;
     t->seq_len = rs->data.seq_len;
+    if (t->kind == TASK_SUMMARIZE && strcmp(rs->data.tokenizer, "auto") && t->tok != TOK_BPE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: summarize data uses the bpe tokenizer");
+    if (t->kind == TASK_SUMMARIZE) t->tok = TOK_BPE;
     if (t->tok == TOK_WORDPIECE && t->kind != TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
     if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD && t->tok != TOK_BPE)
@@ -336,7 +348,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
          *label_path = join(dir, "labels.txt");
     if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, train_path, label_path, fresh);
-    if (st == QKV_OK) {
+    if (st == QKV_OK && t->kind == TASK_SUMMARIZE) {
+        st = qkv__summ_prepare(t, rs, train, dir, fresh);
+    } else if (st == QKV_OK) {
         switch (t->tok) {
         case TOK_WORD:
         case TOK_CHAR: {
@@ -423,6 +437,7 @@ void qkv__task_info(const task *t, qkv_task_info *info) {
     info->n_classes = t->n_labels;
     info->pad_id = t->pad;
     info->max_len = t->kind == TASK_LM ? t->seq_len : t->kind == TASK_SEQ2SEQ ? t->max_len + 1 : t->max_len;
+    if (t->kind == TASK_SUMMARIZE) info->pad_id = t->pad;
 }
 
 /* ---- encoding files ---------------------------------------------------------------------------------------- */
@@ -471,6 +486,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     int32_t *ids = NULL;
     size_t n = 0;
     qkv_status st = QKV_OK;
+    if (t->kind == TASK_SUMMARIZE) return qkv__summ_add_row(t, path, row, s);
     if (t->kind == TASK_LM) {
         st = encode(t, false, row->fields[0], row->lens[0], &ids, &n);
         if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
@@ -542,8 +558,9 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
-    if (t->kind == TASK_SEQ2SEQ)
-        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type");
+    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_SUMMARIZE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this %s",
+                             t->kind == TASK_SUMMARIZE ? "task (use qkv summarize)" : "model type");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];
     size_t lens[2];

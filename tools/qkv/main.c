@@ -13,6 +13,7 @@ static const cli_command *const commands[] = {
     &cmd_predict,
     &cmd_generate,
     &cmd_translate,
+    &cmd_summarize,
     &cmd_viz,
     &cmd_plot,
     &cmd_config,
