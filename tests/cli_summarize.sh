@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qkv summarize and the summarize task from the command line: a tiny GPT trained on article<TAB>summary lines
-# summarizes text, files and standard input (greedy, sampling, MBR; batched output equals one article at a time);
+# summarizes text, files and standard input (greedy, sampling, beam, MBR; batched output equals one article at a time);
 # eval reports loss and ROUGE; qkv rouge --lead scores the lead baseline; bad data and bad articles exit 2 naming
 # file:line; a model that is not a language model is refused; training shows a warning counting cut articles.
 set -u
@@ -35,6 +35,9 @@ check "the learnt summaries" '[ "$(cut -f2 "$d/dev.tsv")" = "$(cat "$d/many")" ]
 "$QKV" summarize --run "$d/run" --search sample --temperature 1.5 --top-k 20 --seed 3 --input "$d/articles.txt" > "$d/s1"
 "$QKV" summarize --run "$d/run" --search sample --temperature 1.5 --top-k 20 --seed 3 --batch 1 --input "$d/articles.txt" > "$d/s2"
 check "sampling with a seed is reproducible" '[ $(wc -l < "$d/s1") = 6 ] && cmp -s "$d/s1" "$d/s2"'
+"$QKV" summarize --run "$d/run" --search beam --beam 1 --input "$d/articles.txt" > "$d/b1"
+"$QKV" summarize --run "$d/run" --search beam --beam 3 --alpha 1 --input "$d/articles.txt" > "$d/b3"
+check "beam 1 = greedy; beam 3 finds the learnt summaries" 'cmp -s "$d/b1" "$d/many" && cmp -s "$d/b3" "$d/many"'
 "$QKV" summarize --run "$d/run" --search mbr --samples 4 --input "$d/articles.txt" > "$d/mbr"
 check "mbr prints one summary an article" '[ $(wc -l < "$d/mbr") = 6 ]'
 long=$(for i in $(seq 1 30); do printf 'the cat sat on the mat. '; done)

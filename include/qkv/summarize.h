@@ -5,6 +5,8 @@
  *
  *   greedy   the most likely token at each step
  *   sample   temperature, top-k, top-p (decode.h's sampler), seeded: a seed reproduces the summaries
+ *   beam     beam search with GNMT's length penalty (beam.h), the article as a prompt (prompted.h); one article
+ *            at a time (its beam is the batch), since prompts of one batch must have one length
  *   mbr      n_samples samples per article, the one with the highest mean ROUGE (or BLEU) against the others
  *            (beam.h: qkv_mbr_select) */
 #ifndef QKV_SUMMARIZE_H
@@ -21,19 +23,22 @@
 extern "C" {
 #endif
 
-typedef enum qkv_summ_search { QKV_SUMM_GREEDY = 0, QKV_SUMM_SAMPLE, QKV_SUMM_MBR } qkv_summ_search;
+typedef enum qkv_summ_search { QKV_SUMM_GREEDY = 0, QKV_SUMM_SAMPLE, QKV_SUMM_MBR, QKV_SUMM_BEAM } qkv_summ_search;
 
 typedef struct qkv_summarize_opts {
     qkv_summ_search search;
     qkv_sample_opts sample;    /* sample and mbr: temperature (> 0), top_k, top_p */
     int n_samples;             /* mbr: candidates per article, >= 1 */
     qkv_mbr_utility utility;   /* mbr */
+    int beam;                  /* beam: size, >= 1 */
+    float alpha;               /* beam: length penalty ((5 + len) / 6)^alpha, >= 0 */
     int max_len;               /* summary tokens at most; 0 = the run's data.summary_max_len */
     int batch_size;            /* articles decoded at once, >= 1 */
     uint64_t seed;
 } qkv_summarize_opts;
 
-/* Greedy, temperature 1 for sampling, 8 MBR samples with ROUGE-L, the run's length, batch 32, seed 0. */
+/* Greedy, temperature 1 for sampling, 8 MBR samples with ROUGE-L, beam 4 with alpha 0.6, the run's length,
+ * batch 32, seed 0. */
 qkv_summarize_opts qkv_summarize_defaults(void);
 
 /* Summary of article `index`, in input order. truncated: the article was longer than the model's room and was cut. */

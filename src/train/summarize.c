@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qkv/decode_batch.h"
+#include "qkv/prompted.h"
 #include "qkv/summarize.h"
 #include "train_internal.h"
 
 qkv_summarize_opts qkv_summarize_defaults(void) {
     return (qkv_summarize_opts){.search = QKV_SUMM_GREEDY, .sample = qkv_sample_defaults(), .n_samples = 8,
-                                .utility = QKV_MBR_ROUGE_L, .max_len = 0, .batch_size = 32, .seed = 0};
+                                .utility = QKV_MBR_ROUGE_L, .beam = 4, .alpha = 0.6f, .max_len = 0, .batch_size = 32, .seed = 0};
 }
 
 typedef struct {
@@ -35,6 +37,38 @@ static qkv_status got_tokens(int index, const int32_t *tokens, int64_t n, qkv_ge
     return QKV_OK;
 }
 
+static qkv_status got_beam(int index, qkv_hyps *hs, void *user) {
+    const qkv_hyp *h = hs->n ? &hs->h[0] : NULL;
+    return got_tokens(index, h ? h->tokens : NULL, h ? h->len - h->finished : 0, QKV_GEN_STOP_TOKEN, user);
+}
+
+/* Beam search through the prompted view of the model's decoder, one article a batch (see summarize.h). */
+static qkv_status beam_search(qkv_run *r, int n, const int32_t *const *prompts, const int64_t *n_prompt,
+                              const qkv_summarize_opts *o, int max_new, collect *c) {
+    const task *t = &r->task;
+    qkv_decoder lm, d;
+    qkv_prompted p;
+    qkv_status st = qkv_model_decoder(r->type, r->model, &lm);
+    if (st == QKV_OK) st = qkv_prompted_decoder(&lm, &p, &d);
+    int *len = malloc(sizeof *len * (size_t)(n ? n : 1));
+    if (st == QKV_OK && !len) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == QKV_OK && i < n; i++) len[i] = (int)n_prompt[i];
+    qkv_decode_opts dopt = qkv_decode_defaults();
+    dopt.bos = t->sep; /* the prompt's last token, fed by the search's first step */
+    dopt.eos = t->eos;
+    dopt.pad = t->pad;
+    dopt.max_len = max_new;
+    dopt.beam = o->beam;
+    dopt.n_best = 1;
+    dopt.alpha = o->alpha;
+    qkv_batch_opts bo = qkv_batch_defaults();
+    bo.search = QKV_SEARCH_BEAM;
+    bo.batch_size = 1;
+    if (st == QKV_OK) st = qkv_decode_batch(&d, n, prompts, len, NULL, &dopt, &bo, got_beam, c);
+    free(len);
+    return st;
+}
+
 qkv_status qkv__summ_generate(qkv_run *r, int n, const int32_t *const *prompts, const int64_t *n_prompt,
                               const qkv_summarize_opts *o, qkv__summ_text_fn emit, void *user) {
     const task *t = &r->task;
@@ -56,7 +90,11 @@ qkv_status qkv__summ_generate(qkv_run *r, int n, const int32_t *const *prompts, 
     collect c = {.t = t, .per = o->search == QKV_SUMM_MBR ? o->n_samples : 1, .emit = emit, .user = user};
     bool grad = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
     qkv_status st = QKV_OK;
-    if (o->search != QKV_SUMM_MBR) {
+    if (o->search == QKV_SUMM_BEAM && (o->beam < 1 || o->alpha < 0)) {
+        st = qkv_error_set(QKV_ERR_INVALID, "summarize: beam %d (>= 1), alpha %g (>= 0)", o->beam, (double)o->alpha);
+    } else if (o->search == QKV_SUMM_BEAM) {
+        st = beam_search(r, n, prompts, n_prompt, o, (int)g.max_new_tokens, &c);
+    } else if (o->search != QKV_SUMM_MBR) {
         st = qkv_generate_batch(r->type, r->model, n, prompts, n_prompt, &g, o->batch_size, got_tokens, &c);
     } else {
         c.texts = calloc((size_t)n * (size_t)c.per + 1, sizeof *c.texts);

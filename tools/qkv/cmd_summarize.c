@@ -8,15 +8,17 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv summarize --run DIR [TEXT | --input FILE] [--search greedy|sample|mbr] [--temperature T]\n"
+            "usage: qkv summarize --run DIR [TEXT | --input FILE] [--search greedy|sample|beam|mbr] [--temperature T]\n"
             "                     [--top-k K] [--top-p P] [--samples N] [--utility rougeL|rouge1|rouge2|bleu]\n"
-            "                     [--max-len N] [--batch N] [--seed S] [--checkpoint FILE]\n\n"
+            "                     [--beam K] [--alpha A] [--max-len N] [--batch N] [--seed S] [--checkpoint FILE]\n\n"
             "Summarises TEXT, or every line of --input FILE (default: standard input), with a run trained with\n"
             "data.task \"summarize\", and prints one summary a line in input order. A line with a tab is read as\n"
             "article<TAB>summary (the summary is ignored), so a data file can be piped in. The article is cut to\n"
             "the room the model was trained with (a warning on stderr counts the articles cut).\n"
             "  --search greedy   the most likely token at each step (default)\n"
             "  --search sample   sampling at --temperature (default 1) from the --top-k / --top-p set\n"
+            "  --search beam     beam search, --beam K hypotheses (default 4), length penalty ((5 + len) / 6)^A\n"
+            "                    (--alpha, default 0.6); one article at a time\n"
             "  --search mbr      --samples N (default 8) samples per article; prints the one with the highest mean\n"
             "                    --utility (default rougeL) against the others (Minimum Bayes Risk)\n"
             "--max-len N caps the summary's tokens (default and most: the run's data.summary_max_len); --batch N\n"
@@ -40,7 +42,8 @@ static qkv_status print_summary(int index, const char *summary, bool truncated, 
 static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *text = NULL, *input = NULL, *search = "greedy", *utility = "rougeL";
     long top_k = 0, seed = 0, batch = 32, samples = 8, max_len = 0;
-    double temperature = 1, top_p = 1;
+    double temperature = 1, top_p = 1, alpha = 0.6;
+    long beam = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--run") && v) dir = argv[++i];
@@ -54,6 +57,10 @@ static int run(int argc, char **argv) {
             if (!cli_parse_int("summarize", a, argv[++i], 1, 1024, &samples)) return CLI_USAGE;
         } else if (!strcmp(a, "--max-len") && v) {
             if (!cli_parse_int("summarize", a, argv[++i], 1, 1 << 20, &max_len)) return CLI_USAGE;
+        } else if (!strcmp(a, "--beam") && v) {
+            if (!cli_parse_int("summarize", a, argv[++i], 1, 256, &beam)) return CLI_USAGE;
+        } else if (!strcmp(a, "--alpha") && v) {
+            if (!cli_parse_double("summarize", a, argv[++i], 0, 100, &alpha)) return CLI_USAGE;
         } else if (!strcmp(a, "--top-k") && v) {
             if (!cli_parse_int("summarize", a, argv[++i], 0, 1 << 24, &top_k)) return CLI_USAGE;
         } else if (!strcmp(a, "--seed") && v) {
@@ -69,7 +76,8 @@ static int run(int argc, char **argv) {
     if (!strcmp(search, "greedy")) o.search = QKV_SUMM_GREEDY;
     else if (!strcmp(search, "sample")) o.search = QKV_SUMM_SAMPLE;
     else if (!strcmp(search, "mbr")) o.search = QKV_SUMM_MBR;
-    else return cli_error("summarize", CLI_USAGE, "--search: '%s' is not greedy, sample or mbr", search);
+    else if (!strcmp(search, "beam")) o.search = QKV_SUMM_BEAM;
+    else return cli_error("summarize", CLI_USAGE, "--search: '%s' is not greedy, sample, beam or mbr", search);
     if (!qkv_mbr_utility_parse(utility, &o.utility))
         return cli_error("summarize", CLI_USAGE, "--utility: '%s' is not rougeL, rouge1, rouge2 or bleu", utility);
     if (text && input) return cli_error("summarize", CLI_USAGE, "give a TEXT or --input FILE, not both");
@@ -78,6 +86,8 @@ static int run(int argc, char **argv) {
     o.sample.top_k = top_k;
     o.sample.top_p = (float)top_p;
     o.n_samples = (int)samples;
+    o.beam = (int)beam;
+    o.alpha = (float)alpha;
     o.max_len = (int)max_len;
     o.batch_size = (int)batch;
     o.seed = (uint64_t)seed;
