@@ -11,7 +11,8 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv eval --run DIR [--checkpoint FILE] [--split dev|test | --data FILE] [--json]\n\n"
             "Scores a run's model: classify: loss, accuracy, macro F1 and the confusion matrix; lm: loss,\n"
-            "perplexity, bits per token (and per character); seq2seq: loss and perplexity.\n\n"
+            "perplexity, bits per token (and per character); seq2seq: loss and perplexity; summarize: the\n"
+            "summary's loss and greedy ROUGE-1/2/L F (eval.rouge_max_examples articles).\n\n"
             "  --run DIR          the run directory (its config.json and tokenizer files are used)\n"
             "  --checkpoint FILE  weights to score (default DIR/best.safetensors, else the newest checkpoint)\n"
             "  --split S          dev (default) or test: the files the run's config names. Training never reads\n"
