@@ -40,6 +40,10 @@ check "sampling with a seed is reproducible" '[ $(wc -l < "$d/s1") = 6 ] && cmp 
 check "beam 1 = greedy; beam 3 finds the learnt summaries" 'cmp -s "$d/b1" "$d/many" && cmp -s "$d/b3" "$d/many"'
 "$QKV" summarize --run "$d/run" --search mbr --samples 4 --input "$d/articles.txt" > "$d/mbr"
 check "mbr prints one summary an article" '[ $(wc -l < "$d/mbr") = 6 ]'
+"$QKV" summarize --run "$d/run" "a dog barked at the postman." --view "$d/view/page.html" > /dev/null 2> "$d/err"; rc=$?
+check "--view writes the attention page of article and summary" '[ $rc = 0 ] && grep -q "summary tokens" "$d/err" && [ -s "$d/view/page.html" ]'
+"$QKV" summarize --run "$d/run" --input "$d/articles.txt" --view "$d/v2.html" > /dev/null 2>&1; rc=$?
+check "--view with --input is a usage error" '[ $rc = 1 ]'
 long=$(for i in $(seq 1 30); do printf 'the cat sat on the mat. '; done)
 "$QKV" summarize --run "$d/run" "$long" > /dev/null 2> "$d/err"; rc=$?
 check "a long article is cut with a warning" '[ $rc = 0 ] && grep -q "1 of 1 articles" "$d/err"'

@@ -49,6 +49,9 @@ typedef qkv_status (*qkv_summary_emit_fn)(int index, const char *summary, bool t
 qkv_status qkv_run_summarize(qkv_run *r, int n, const char *const *articles, const qkv_summarize_opts *o,
                              qkv_summary_emit_fn emit, void *user);
 
+/* The ids the model reads for an article: its tokens cut to the run's room, then </s> <sep> (*ids malloc'd). */
+qkv_status qkv_run_summary_prompt(qkv_run *r, const char *article, int32_t **ids, size_t *n, bool *truncated);
+
 #ifdef __cplusplus
 }
 #endif

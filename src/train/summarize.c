@@ -155,3 +155,9 @@ qkv_status qkv_run_summarize(qkv_run *r, int n, const char *const *articles, con
     free(cut);
     return st;
 }
+
+qkv_status qkv_run_summary_prompt(qkv_run *r, const char *article, int32_t **ids, size_t *n, bool *truncated) {
+    if (r->task.kind != TASK_SUMMARIZE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "%s: not a summarize run (data.task is not \"summarize\")", r->dir);
+    return qkv__summ_prompt(&r->task, article, strlen(article), ids, n, truncated);
+}

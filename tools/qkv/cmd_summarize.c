@@ -5,12 +5,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/summarize.h"
+#include "run_view.h"
 
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv summarize --run DIR [TEXT | --input FILE] [--search greedy|sample|beam|mbr] [--temperature T]\n"
             "                     [--top-k K] [--top-p P] [--samples N] [--utility rougeL|rouge1|rouge2|bleu]\n"
-            "                     [--beam K] [--alpha A] [--max-len N] [--batch N] [--seed S] [--checkpoint FILE]\n\n"
+            "                     [--beam K] [--alpha A] [--max-len N] [--batch N] [--seed S] [--checkpoint FILE]\n"
+            "                     [--view PAGE.html]\n\n"
             "Summarises TEXT, or every line of --input FILE (default: standard input), with a run trained with\n"
             "data.task \"summarize\", and prints one summary a line in input order. A line with a tab is read as\n"
             "article<TAB>summary (the summary is ignored), so a data file can be piped in. The article is cut to\n"
@@ -23,24 +25,55 @@ static void help(FILE *out) {
             "                    --utility (default rougeL) against the others (Minimum Bayes Risk)\n"
             "--max-len N caps the summary's tokens (default and most: the run's data.summary_max_len); --batch N\n"
             "articles are decoded at once (default 32); --seed S reproduces samples.\n"
+            "--view PAGE.html (with TEXT) then writes the attention viewer page of article </s> <sep> summary </s>:\n"
+            "one causal map per layer, every head; the summary's rows show which article tokens each summary\n"
+            "token drew on (the summary re-encoded from its text).\n"
             "Exit codes: 0 ok, 1 usage, 2 bad input (an empty article, invalid UTF-8: file:line), 3 runtime.\n");
 }
 
 typedef struct {
     long cut;
+    char *last; /* the last summary (for --view) */
 } printer;
 
 static qkv_status print_summary(int index, const char *summary, bool truncated, void *user) {
     (void)index;
     printer *p = user;
     p->cut += truncated;
+    free(p->last);
+    p->last = strdup(summary);
     printf("%s\n", summary);
     fflush(stdout);
     return QKV_OK;
 }
 
+/* The LM page of article </s> <sep> summary </s>. */
+static int write_view(qkv_run *r, const char *dir, const char *article, const char *summary, const char *out) {
+    int32_t *p = NULL, *s = NULL, *all = NULL, bos, eos, pad;
+    size_t np = 0, ns = 0;
+    int64_t max_len;
+    qkv_run_target_ids(r, &bos, &eos, &pad, &max_len);
+    qkv_status st = qkv_run_summary_prompt(r, article, &p, &np, NULL);
+    if (st == QKV_OK) st = qkv_run_encode(r, summary ? summary : "", &s, &ns);
+    if (st == QKV_OK && !(all = malloc(sizeof *all * (np + ns + 1)))) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    int rc = CLI_OK;
+    if (st == QKV_OK) {
+        memcpy(all, p, sizeof *all * np);
+        if (ns) memcpy(all + np, s, sizeof *all * ns);
+        all[np + ns] = eos;
+        rc = cli_prepare_out("summarize", out, false);
+        if (rc == CLI_OK) st = run_view_write_lm(r, dir, all, np + ns + 1, summary, out);
+    }
+    if (st != QKV_OK) rc = cli_error("summarize", cli_status_exit(qkv_last_status()), "--view: %s", qkv_last_error());
+    else if (rc == CLI_OK) fprintf(stderr, "wrote %s (%zu article and %zu summary tokens)\n", out, np, ns + 1);
+    free(p);
+    free(s);
+    free(all);
+    return rc;
+}
+
 static int run(int argc, char **argv) {
-    const char *dir = NULL, *ckpt = NULL, *text = NULL, *input = NULL, *search = "greedy", *utility = "rougeL";
+    const char *dir = NULL, *ckpt = NULL, *text = NULL, *input = NULL, *view = NULL, *search = "greedy", *utility = "rougeL";
     long top_k = 0, seed = 0, batch = 32, samples = 8, max_len = 0;
     double temperature = 1, top_p = 1, alpha = 0.6;
     long beam = 4;
@@ -49,6 +82,7 @@ static int run(int argc, char **argv) {
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--input") && v) input = argv[++i];
+        else if (!strcmp(a, "--view") && v) view = argv[++i];
         else if (!strcmp(a, "--search") && v) search = argv[++i];
         else if (!strcmp(a, "--utility") && v) utility = argv[++i];
         else if (!strcmp(a, "--batch") && v) {
@@ -82,6 +116,7 @@ static int run(int argc, char **argv) {
         return cli_error("summarize", CLI_USAGE, "--utility: '%s' is not rougeL, rouge1, rouge2 or bleu", utility);
     if (text && input) return cli_error("summarize", CLI_USAGE, "give a TEXT or --input FILE, not both");
     if (!dir) return cli_error("summarize", CLI_USAGE, "which run? (--run DIR)");
+    if (view && !text) return cli_error("summarize", CLI_USAGE, "--view shows one article: give it as TEXT");
     o.sample.temperature = (float)temperature;
     o.sample.top_k = top_k;
     o.sample.top_p = (float)top_p;
@@ -112,10 +147,12 @@ static int run(int argc, char **argv) {
     printer p = {0};
     if (rc == CLI_OK && qkv_run_summarize(r, (int)n, articles, &o, print_summary, &p) != QKV_OK)
         rc = cli_error("summarize", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (rc == CLI_OK && view) rc = write_view(r, dir, text, p.last, view);
     if (rc == CLI_OK && p.cut)
         fprintf(stderr, "summarize: warning: %ld of %zu articles were longer than the model's room and were cut\n",
                 p.cut, n);
     qkv_run_free(r);
+    free(p.last);
     free(articles);
     cli_lines_free(lines);
     return rc;
