@@ -19,10 +19,10 @@ cat > "$d/s.json" <<JSON
  "data": {"task": "summarize", "train": "$d/train.tsv", "dev": "$d/dev.tsv", "bpe_vocab_size": 300,
           "max_len": 48, "summary_max_len": 8},
  "train": {"steps": 120, "batch_size": 8, "optimizer": {"lr": 0.01}, "log_every": 50},
- "eval": {"every": 120, "rouge_max_examples": 6}}
+ "eval": {"every": 120, "rouge_max_examples": 6, "metric": "rougeL"}}
 JSON
 "$QKV" train --config "$d/s.json" --run "$d/run" --quiet > /dev/null 2>&1; rc=$?
-check "train a summarize run" '[ $rc = 0 ] && [ -f "$d/run/vocab.json" ]'
+check "train a summarize run, best checkpoint by ROUGE-L" '[ $rc = 0 ] && [ -f "$d/run/vocab.json" ] && grep -q "\"metric\":\"rougeL\",\"best\":true" "$d/run/log.jsonl"'
 out=$("$QKV" summarize --run "$d/run" "the cat sat on the mat. it was a very happy cat all day long.")
 check "greedy summary of a learnt article" '[ "$out" = "cat on a mat" ]'
 cut -f1 "$d/dev.tsv" > "$d/articles.txt"
