@@ -226,7 +226,7 @@ def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp):
     hyps = subprocess.run([qkv, "summarize", "--run", run, "--input", arts], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
     res["test_articles"] = len(rows)
-    res.update(rouge(qkv, hyps.rstrip("\n").split("\n"), [s for _, s in rows], tmp))
+    res.update(rouge(qkv, hyps.split("\n")[:len(rows)], [s for _, s in rows], tmp))  # summaries may be empty
     return res
 
 
