@@ -203,6 +203,9 @@ def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp):
 def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp):
     env = dict(os.environ, QKV_THREADS=str(threads))
     cmd = [qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", f"train.steps={steps}"]
+    every = json.load(open(cfg_path))["eval"]["every"]
+    if not seconds and steps < every:  # at least the last step's eval, for the curve
+        cmd += ["--set", f"eval.every={steps}"]
     if not seconds:
         cmd += ["--set", "data.bucket=false"]  # the reference draws uniform random batches
     else:
