@@ -36,6 +36,10 @@ typedef struct qkv_run_settings {
         int64_t min_freq, max_vocab, bpe_vocab_size, bpe_min_freq, max_len, seq_len;
         bool shared_vocab, cls_token, shuffle, bucket;
         const char *tagset; /* tagging: universal | brown | names (docs/tagging.md) */
+        /* summarize (src/train/task_summarize.c) */
+        const char *task;
+        double article_weight;
+        int64_t summary_max_len;
     } data;
     struct {
         int64_t steps, batch_size;
@@ -62,6 +66,8 @@ typedef struct qkv_run_settings {
         int64_t patience;
         bool bleu;
         int64_t bleu_max_examples;
+        bool rouge;
+        int64_t rouge_max_examples;
     } eval;
     struct {
         const char *pretrained; /* NULL: none */

@@ -92,6 +92,7 @@ qkv_status qkv__batch_plan_build(batch_plan *p, const split *s, int64_t batch, b
 qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B, qkv_batch *b,
                            int64_t *tokens) {
     if (t->kind == TASK_PAIRS) return qkv__pairs_batch_make(ctx, t, s, idx, B, b, tokens);
+    if (t->kind == TASK_SUMMARIZE) return qkv__summ_batch_make(ctx, t, s, idx, B, b, tokens);
     memset(b, 0, sizeof *b);
     int64_t T = 1, S = 1, real = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -172,6 +173,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
             break;
         }
         case TASK_PAIRS: break; /* made by qkv__pairs_batch_make */
+        case TASK_SUMMARIZE: break; /* qkv__summ_batch_make */
         }
     }
     b->n_tokens = counted;

@@ -326,7 +326,7 @@ static void pick_metric(loop_ctx *L) {
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||
                   (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu") ||
-                                             !strcmp(m, "entity_f1")));
+                                             !strcmp(m, "entity_f1") || !strcmp(m, "rougeL")));
     snprintf(L->curves.metric_name, sizeof L->curves.metric_name, "%s", m);
 }
 
@@ -351,6 +351,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     if (r->have_dev && !strcmp(L.metric, "bleu") &&
         (r->task.kind != TASK_SEQ2SEQ || !r->set.eval.bleu))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bleu' needs a seq2seq task and eval.bleu = true");
+    if (r->have_dev && !strcmp(L.metric, "rougeL") && (r->task.kind != TASK_SUMMARIZE || !r->set.eval.rouge))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'rougeL' needs data.task summarize and eval.rouge = true");
     if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
     qkv_status st = log_restore(r->dir, r->state.step, &L.curves);

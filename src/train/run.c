@@ -227,6 +227,8 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         st = qkv__task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
     }
+    if (st == QKV_OK && !resume && r->task.kind == TASK_SUMMARIZE)
+        st = qkv__summ_log_truncation(dir, r->task.n_truncated, r->train.n + r->dev.n);
     if (st == QKV_OK) {
         char name[64];
         snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
@@ -357,12 +359,16 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
     bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
     double nll = 0;
     int64_t counted = 0;
+    /* A summarize eval scores the summary alone whatever the article's training weight, so its loss (a mean over
+     * the summary's tokens) compares across weights and with an encoder-decoder's. */
+    task scored = r->task;
+    scored.article_weight = 0;
     for (int64_t b = 0; st == QKV_OK && b < nb; b++) {
         int64_t start = b * bs, count = s->n - start < bs ? s->n - start : bs;
         for (int64_t i = 0; i < count; i++) idx[i] = start + i;
         qkv_ctx_reset(r->ctx);
         qkv_batch batch;
-        st = qkv__batch_make(r->ctx, &r->task, s, idx, count, &batch, NULL);
+        st = qkv__batch_make(r->ctx, &scored, s, idx, count, &batch, NULL);
         if (st != QKV_OK) break;
         if (classify) {
             qkv_tensor *lp = r->type->forward(r->ctx, r->model, &batch, NULL);
@@ -430,6 +436,8 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
                 st = qkv__run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
             }
+            if (r->task.kind == TASK_SUMMARIZE && r->set.eval.rouge)
+                st = qkv__run_rouge(r, s, r->set.eval.rouge_max_examples, out);
         }
         if (st != QKV_OK) {
             cJSON_Delete(out);

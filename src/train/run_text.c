@@ -31,7 +31,7 @@ void qkv_run_target_ids(const qkv_run *r, int32_t *bos, int32_t *eos, int32_t *p
 /* The pipeline's own <s> </s> <pad> of one side (with separate BPEs the sides' ids differ, and one side's special
  * id is an ordinary token of the other). A BPE has them only for seq2seq (an lm's pad id 0 is a real token). */
 static bool is_special(const task *t, bool target, int32_t id) {
-    if (t->kind != TASK_SEQ2SEQ && t->tok == TOK_BPE) return false;
+    if (t->kind != TASK_SEQ2SEQ && t->kind != TASK_SUMMARIZE && t->tok == TOK_BPE) return false;
     if (target) return id == t->tgt_bos || id == t->tgt_eos || id == t->tgt_pad;
     return id == t->pad || id == t->bos || id == t->eos;
 }

@@ -303,6 +303,12 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     qkv_status cst = qkv_config_settings(cfg, &settings);
     if (cst != QKV_OK) return cst;
     if (t->kind == TASK_TAGGING) return qkv__tagging_prepare(t, rs, dir, fresh);
+    if (!strcmp(rs->data.task, "summarize")) {
+        if (t->kind != TASK_LM)
+            return qkv_error_set(QKV_ERR_INVALID, "data.task: summarize trains a language model (e.g. model.type gpt), "
+                                 "not a %s model", task_name);
+        t->kind = TASK_SUMMARIZE;
+    }
     const char *train_path = rs->data.train;
     const char *format = rs->data.format;
     t->shard = t->kind == TASK_LM && (!strcmp(format, "shard") ||
@@ -314,6 +320,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     t->max_len = rs->data.max_len;
     t->cls = -1;
     t->seq_len = rs->data.seq_len;
+    if (t->kind == TASK_SUMMARIZE && strcmp(rs->data.tokenizer, "auto") && t->tok != TOK_BPE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: summarize data uses the bpe tokenizer");
+    if (t->kind == TASK_SUMMARIZE) t->tok = TOK_BPE;
     if (t->tok == TOK_WORDPIECE && t->kind != TASK_CLASSIFY)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: wordpiece is for classify tasks");
     if (t->kind == TASK_SEQ2SEQ && t->tok != TOK_WORD && t->tok != TOK_BPE)
@@ -349,7 +358,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
          *label_path = join(dir, "labels.txt");
     if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, train_path, label_path, fresh);
-    if (st == QKV_OK) {
+    if (st == QKV_OK && t->kind == TASK_SUMMARIZE) {
+        st = qkv__summ_prepare(t, rs, train, dir, fresh);
+    } else if (st == QKV_OK) {
         switch (t->tok) {
         case TOK_WORD:
         case TOK_CHAR: {
@@ -437,6 +448,7 @@ void qkv__task_info(const task *t, qkv_task_info *info) {
     info->n_classes = t->n_labels;
     info->pad_id = t->pad;
     info->max_len = t->kind == TASK_LM ? t->seq_len : t->kind == TASK_SEQ2SEQ ? t->max_len + 1 : t->max_len;
+    if (t->kind == TASK_SUMMARIZE) info->pad_id = t->pad;
 }
 
 /* ---- encoding files ---------------------------------------------------------------------------------------- */
@@ -485,6 +497,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     int32_t *ids = NULL;
     size_t n = 0;
     qkv_status st = QKV_OK;
+    if (t->kind == TASK_SUMMARIZE) return qkv__summ_add_row(t, path, row, s);
     if (t->kind == TASK_LM) {
         st = encode(t, false, row->fields[0], row->lens[0], &ids, &n);
         if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
@@ -558,9 +571,11 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
-    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING || t->kind == TASK_PAIRS)
-        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this model type%s",
-                             t->kind == TASK_PAIRS ? " (pairs: use qkv similar)" : "");
+    if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING || t->kind == TASK_PAIRS || t->kind == TASK_SUMMARIZE)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this %s",
+                             t->kind == TASK_PAIRS       ? "model type (pairs: use qkv similar)"
+                             : t->kind == TASK_SUMMARIZE ? "task (use qkv summarize)"
+                                                         : "model type");
     qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
     char *fields[2];
     size_t lens[2];

@@ -9,6 +9,7 @@
 #include "core/visibility.h"
 #include "qkv/autograd.h"
 #include "qkv/config.h"
+#include "qkv/data.h"
 #include "qkv/model.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
@@ -19,15 +20,17 @@ QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
-typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS } task_kind;
+typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS, TASK_SUMMARIZE } task_kind;
 typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
 
 /* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
- * the source; tagging: the sentence; pairs: the first text), target ids pool[toff .. toff+tn) (seq2seq: <s> y </s>;
- * tagging: one tag id a token; pairs: the second text), and a label (classify; pairs: 1 = duplicate). */
+ * the source; tagging: the sentence; pairs: the first text; summarize: article </s> <sep> summary </s>), target
+ * ids pool[toff .. toff+tn) (seq2seq: <s> y </s>; tagging: one tag id a token; pairs: the second text), and a label
+ * (classify; pairs: 1 = duplicate). summarize: the first `prompt` tokens are article </s> <sep>. */
 typedef struct example {
     int64_t off, n, toff, tn;
     int32_t label;
+    int64_t prompt;
 } example;
 
 typedef struct split {
@@ -55,6 +58,10 @@ typedef struct task {
     int32_t cls; /* classify with data.cls_token and the word tokenizer: prepended to every text; else -1 */
     int64_t max_len, seq_len;
     int tagset; /* tagging: which column or derived layer gives the tags (task_tagging.h) */
+    /* summarize: <sep> id, the article's loss weight, the summary's token limit, articles truncated so far */
+    int32_t sep;
+    float article_weight;
+    int64_t summary_max_len, n_truncated;
 } task;
 
 /* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load
@@ -81,6 +88,30 @@ void qkv__split_free(split *s);
  * memory). */
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
 example *qkv__split_example(split *s);
+
+/* ---- summarize (task_summarize.c): a language model on "article </s> <sep> summary </s>" ---- */
+/* BPE with <pad> </s> <sep>, trained on both columns of the training split (fresh) or reloaded from run_dir. */
+qkv_status qkv__summ_prepare(task *t, const qkv_run_settings *rs, const qkv_dataset *train, const char *dir,
+                             bool fresh);
+/* One "article<TAB>summary" row as an example; path:line in errors (empty side, invalid UTF-8). */
+qkv_status qkv__summ_add_row(task *t, const char *path, const qkv_row *row, split *s);
+/* The prompt of one article: its ids truncated to the task's room, then </s> <sep> (*ids malloc'd). *truncated
+ * (may be NULL) says whether the article was cut. */
+qkv_status qkv__summ_prompt(task *t, const char *article, size_t len, int32_t **ids, size_t *n, bool *truncated);
+/* The batch of a summarize split: ids/targets/mask as lm, weights article_weight on predictions of prompt
+ * tokens and 1 on the summary and its </s>; n_tokens counts the summary's. */
+/* A "warning" record in run_dir/log.jsonl when articles were cut (qkv train shows it); nothing when none were. */
+qkv_status qkv__summ_log_truncation(const char *dir, int64_t truncated, int64_t examples);
+/* ROUGE-1/2/L F (with and without stemming) of greedy summaries of the first max_examples (0 = all) examples of a
+ * summarize split against their summaries, added to out as rouge1, rouge2, rougeL, rouge1_stem, ... (0..100). */
+qkv_status qkv__run_rouge(qkv_run *r, const split *s, int64_t max_examples, struct cJSON *out);
+/* Summaries of token prompts (qkv__summ_prompt's) as text, in input order (summarize.c). */
+struct qkv_summarize_opts;
+typedef qkv_status (*qkv__summ_text_fn)(int index, const char *summary, void *user);
+qkv_status qkv__summ_generate(qkv_run *r, int n, const int32_t *const *prompts, const int64_t *n_prompt,
+                              const struct qkv_summarize_opts *o, qkv__summ_text_fn emit, void *user);
+qkv_status qkv__summ_batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B,
+                                qkv_batch *b, int64_t *tokens);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
 typedef struct batch_plan {

@@ -60,10 +60,18 @@ static void show_pretrained(const char *dir, const train_ui *ui) {
     FILE *f = fopen(path, "r");
     char line[8192];
     while (f && fgets(line, sizeof line, f)) {
-        if (!strstr(line, "\"kind\":\"pretrained\"")) continue;
+        bool warning = strstr(line, "\"kind\":\"warning\"") != NULL;
+        if (!warning && !strstr(line, "\"kind\":\"pretrained\"")) continue;
         line[strcspn(line, "\n")] = '\0';
         if (ui->json) {
             printf("%s\n", line);
+            continue;
+        }
+        if (warning) { /* data the run kept but changed (summarize: articles cut to the model's room) */
+            cJSON *j = cJSON_Parse(line);
+            const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(j, "message"));
+            if (msg) fprintf(stderr, "warning: %s\n", msg);
+            cJSON_Delete(j);
             continue;
         }
         cJSON *j = cJSON_Parse(line);

@@ -9,6 +9,7 @@ extern const cli_command cmd_viz;
 extern const cli_command cmd_plot;
 extern const cli_command cmd_generate;
 extern const cli_command cmd_translate;
+extern const cli_command cmd_summarize;
 extern const cli_command cmd_bench;
 extern const cli_command cmd_bleu;
 extern const cli_command cmd_tokenize;

@@ -14,6 +14,7 @@ static const cli_command *const commands[] = {
     &cmd_tag,
     &cmd_generate,
     &cmd_translate,
+    &cmd_summarize,
     &cmd_viz,
     &cmd_plot,
     &cmd_config,

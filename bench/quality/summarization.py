@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""Summarization quality: qkv vs. a PyTorch reference on Debian package descriptions -> synopses
+(../shared/data/summarization), same decoder-only model, data, tokenizer, optimiser and steps (issue 24). Prints one
+JSON line per side with the dev summary loss (nats per summary token) and greedy ROUGE-1/2/L F of test articles, then
+a comparison line.
+
+  /usr/bin/python3 bench/quality/summarization.py [--qkv build/qkv] [--steps N | --seconds S] [--threads 2]
+                                                  [--limit N] [--only qkv|torch] [--out DIR]
+
+--steps: same steps; the comparison checks qkv's dev loss <= torch's + 1%. --seconds: equal wall-clock (training
+proper on each side, evaluations not counted); the comparison checks qkv's test ROUGE-L > torch's. Needs a quiet
+machine. --limit N: test articles decoded for ROUGE (default 500; 0 = all). --out DIR keeps qkv's run, torch's dev
+curve (qkv's log format: loss and greedy ROUGE-L of 200 dev articles at every evaluation) and the SVG of both.
+
+The qkv side is `qkv train` (bench/quality/summarization.json), `qkv eval --split dev`, `qkv summarize` on the
+test articles and `qkv rouge` against their summaries. The torch side uses qkv's run for its tokenizer (the BPE
+qkv trained on the training split: `qkv tokenize encode --bpe RUN`, <pad> </s> <sep> the three ids after it) and
+rebuilds qkv's sequences: article ids cut to max_len - summary_max_len - 3, </s> <sep>, summary ids cut to
+summary_max_len, </s>; loss weights data.article_weight on predictions of the prompt's tokens and 1 on the
+summary's, the weighted mean as qkv_cross_entropy's token_weight. The model is tests/ref/lm_model.py's GPT at the
+config's sizes (qkv's `gpt`); batches are uniform random draws of whole examples (qkv's run then turns length
+bucketing off), AdamW without decay on 1-D parameters. Greedy decoding stops at </s>, and both sides are scored by
+`qkv rouge` (rouge-score's tokenizer), so the scorer is the same."""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def read_tsv(path, limit=0):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            a, s = line.rstrip("\n").split("\t", 1)
+            rows.append((a, s))
+            if limit and len(rows) == limit:
+                break
+    return rows
+
+
+class Bpe:
+    def __init__(self, qkv, run):
+        self.qkv, self.run = qkv, run
+        vocab = json.load(open(os.path.join(run, "vocab.json"), encoding="utf-8"))
+        self.pad, self.eos, self.sep = vocab["<pad>"], vocab["</s>"], vocab["<sep>"]
+        self.size = max(vocab.values()) + 1
+        keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+        b2u, extra = {}, 0
+        for b in range(256):
+            if b in keep:
+                b2u[b] = chr(b)
+            else:
+                b2u[b] = chr(256 + extra)
+                extra += 1
+        back = {u: b for b, u in b2u.items()}
+        self.bytes = {i: bytes(back[c] for c in t) for t, i in vocab.items()
+                      if i not in (self.pad, self.eos, self.sep) and all(c in back for c in t)}
+
+    def encode(self, lines):
+        out = subprocess.run([self.qkv, "tokenize", "encode", "--bpe", self.run], input="\n".join(lines) + "\n",
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        return [[int(x) for x in out[i].split()] for i in range(len(lines))]
+
+    def decode(self, ids):
+        return b"".join(self.bytes.get(i, b"") for i in ids).decode("utf-8", errors="replace").replace("\n", " ")
+
+
+def examples(rows, bpe, d):
+    room, S = d["max_len"] - d["summary_max_len"] - 3, d["summary_max_len"]
+    arts = bpe.encode([a for a, _ in rows])
+    sums = bpe.encode([s for _, s in rows])
+    out = []
+    for a, s in zip(arts, sums):
+        prompt = a[:room] + [bpe.eos, bpe.sep]
+        out.append((prompt, prompt + s[:S] + [bpe.eos]))
+    return out
+
+
+def rouge(qkv, hyps, refs, tmp):
+    h, r = os.path.join(tmp, "hyp.txt"), os.path.join(tmp, "ref.txt")
+    open(h, "w", encoding="utf-8").write("\n".join(hyps) + "\n")
+    open(r, "w", encoding="utf-8").write("\n".join(refs) + "\n")
+    res = {}
+    for stem in (False, True):
+        out = subprocess.run([qkv, "rouge", "-r", r, "-i", h, "--json"] + (["--stem"] if stem else []),
+                             capture_output=True, text=True, check=True).stdout
+        j = json.loads(out)
+        for k in ("rouge1", "rouge2", "rougeL"):
+            res[k + ("_stem" if stem else "")] = round(j[k]["f1"], 2)
+    return res
+
+
+def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp):
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+    import lm_model
+
+    torch.set_num_threads(threads)
+    seed = cfg.get("seed", 1)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    d, m, t = cfg["data"], cfg["model"], cfg["train"]
+    bpe = Bpe(qkv, run)
+    train = examples(read_tsv(os.path.join(ROOT, d["train"])), bpe, d)
+    dev_rows = read_tsv(os.path.join(ROOT, d["dev"]))
+    dev = examples(dev_rows, bpe, d)
+    test_rows = read_tsv(os.path.join(ROOT, d["test"]), limit)
+    V, B, aw = bpe.size, t["batch_size"], d.get("article_weight", 0.0)
+    model = lm_model.GPT(V, m["n_ctx"], m["d_model"], m["n_heads"], m["d_ff"], m["n_layers"], m.get("tied", True))
+    o = t["optimizer"]
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.get("weight_decay", 0.01)},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
+                            eps=o.get("eps", 1e-8))
+
+    def batch(items, weight):
+        T = max(len(seq) for _, seq in items) - 1
+        x = torch.full((len(items), T), bpe.pad, dtype=torch.long)
+        y = torch.full((len(items), T), -100, dtype=torch.long)
+        w = torch.zeros(len(items), T)
+        for r, (prompt, seq) in enumerate(items):
+            n = len(seq) - 1
+            x[r, :n], y[r, :n] = torch.tensor(seq[:-1]), torch.tensor(seq[1:])
+            w[r, :n] = torch.tensor([1.0 if j + 1 >= len(prompt) else weight for j in range(n)])
+        return x, y, w
+
+    def weighted_loss(x, y, w):
+        ce = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1), reduction="none", ignore_index=-100)
+        w = w.reshape(-1)
+        return (ce * w).sum(), w.sum()
+
+    def dev_loss():
+        model.eval()
+        tot, cnt = 0.0, 0.0
+        with torch.no_grad():
+            for s in range(0, len(dev), 64):
+                a, b = weighted_loss(*batch(dev[s:s + 64], 0.0))
+                tot, cnt = tot + a.item(), cnt + b.item()
+        model.train()
+        return tot / cnt
+
+    def greedy(prompt):
+        ids = list(prompt)
+        out = []
+        with torch.no_grad():
+            for _ in range(d["summary_max_len"] + 1):
+                nxt = int(model(torch.tensor([ids]))[0, -1].argmax())
+                if nxt == bpe.eos:
+                    break
+                out.append(nxt)
+                ids.append(nxt)
+        return bpe.decode(out)
+
+    def rouge_of(rows, exs):
+        model.eval()
+        hyps = [greedy(p) for p, _ in exs]
+        model.train()
+        return rouge(qkv, hyps, [s for _, s in rows], tmp)
+
+    every = cfg["eval"]["every"]
+    trained, t_mark, done, best, best_state = 0.0, time.time(), 0, None, None
+    for step in range(1, steps + 1):
+        if seconds and trained + time.time() - t_mark >= seconds:
+            break
+        x, y, w = batch(random.sample(train, B), aw)
+        a, b = weighted_loss(x, y, w)
+        loss = a / b
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        done = step
+        if step % 100 == 0:
+            print(f"# torch step {step} loss {loss.item():.4f}", file=sys.stderr, flush=True)
+        if step % every == 0 or step == steps:
+            trained += time.time() - t_mark
+            dl = dev_loss()
+            if best is None or dl < best:
+                best, best_state = dl, {k: v.clone() for k, v in model.state_dict().items()}
+            if curve:
+                rec = {"kind": "eval", "split": "dev", "step": step, "loss": dl, "train_seconds": trained}
+                rec.update(rouge_of(dev_rows[:200], dev[:200]))
+                curve.write(json.dumps(rec) + "\n")
+                curve.flush()
+            t_mark = time.time()
+    if best_state:
+        model.load_state_dict(best_state)
+    res = {"side": "torch", "dev_loss": round(best if best is not None else dev_loss(), 4), "steps": done,
+           "train_seconds": round(trained, 1), "test_articles": len(test_rows)}
+    res.update(rouge_of(test_rows, examples(test_rows, bpe, d)))
+    return res
+
+
+def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp):
+    env = dict(os.environ, QKV_THREADS=str(threads))
+    cmd = [qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", f"train.steps={steps}"]
+    every = json.load(open(cfg_path))["eval"]["every"]
+    if not seconds and steps < every:  # at least the last step's eval, for the curve
+        cmd += ["--set", f"eval.every={steps}"]
+    if not seconds:
+        cmd += ["--set", "data.bucket=false"]  # the reference draws uniform random batches
+    else:
+        cmd += ["--set", f"train.max_seconds={seconds}"]
+    if subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
+        return {"side": "qkv", "status": "train failed", "run": run}
+    end = [json.loads(l) for l in open(os.path.join(run, "log.jsonl")) if '"kind":"end"' in l][-1]
+    res = {"side": "qkv", "steps": end["step"], "train_seconds": round(end.get("train_seconds", 0), 1), "run": run}
+    out = subprocess.run([qkv, "eval", "--run", run, "--split", "dev", "--json"], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        ev = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return dict(res, status="eval failed", returncode=out.returncode)
+    res["dev_loss"] = round(ev["loss"], 4)
+    res["dev_rougeL_200"] = round(ev.get("rougeL", float("nan")), 2)
+    cfg = json.load(open(cfg_path))
+    rows = read_tsv(os.path.join(ROOT, cfg["data"]["test"]), limit)
+    arts = os.path.join(tmp, "articles.txt")
+    open(arts, "w", encoding="utf-8").write("\n".join(a for a, _ in rows) + "\n")
+    hyps = subprocess.run([qkv, "summarize", "--run", run, "--input", arts], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
+    res["test_articles"] = len(rows)
+    res.update(rouge(qkv, hyps.split("\n")[:len(rows)], [s for _, s in rows], tmp))  # summaries may be empty
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=500)
+    ap.add_argument("--only", choices=["torch", "qkv"])
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    cfg_path = os.path.join(HERE, "summarization.json")
+    cfg = json.load(open(cfg_path))
+    steps = a.steps or (10 ** 7 if a.seconds else cfg["train"]["steps"])
+    tag = f"{a.seconds / 60:g}min" if a.seconds else f"{steps}steps"
+    tmp = tempfile.mkdtemp(prefix="qkv-summ-")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    run = os.path.join(a.out, f"summ_{tag}_qkv") if a.out else os.path.join(tmp, "run")
+    if os.path.exists(run):
+        subprocess.run(["rm", "-rf", run])
+    res = {}
+    # qkv first: its run's BPE is the tokenizer of both sides. --only torch still trains qkv's tokenizer (1 step).
+    if a.only != "torch":
+        res["qkv"] = qkv_side(a.qkv, cfg_path, steps, a.threads, a.seconds, a.limit, run, tmp)
+        print(json.dumps(res["qkv"]), flush=True)
+    else:
+        subprocess.run([a.qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", "train.steps=1"],
+                       cwd=ROOT, check=True)
+    if a.only != "qkv":
+        curve = open(os.path.join(a.out, f"summ_{tag}_torch.jsonl"), "w") if a.out else None
+        res["torch"] = torch_side(cfg, a.qkv, run, steps, a.threads, a.seconds, a.limit, curve, tmp)
+        print(json.dumps(res["torch"]), flush=True)
+        if curve:
+            curve.close()
+    if len(res) == 2 and "dev_loss" in res["qkv"]:
+        q, t = res["qkv"], res["torch"]
+        line = {"comparison": "summarization", "mode": tag, "qkv_dev_loss": q["dev_loss"],
+                "torch_dev_loss": t["dev_loss"], "qkv_rougeL": q["rougeL"], "torch_rougeL": t["rougeL"]}
+        if a.seconds:
+            line["qkv_better"] = q["rougeL"] > t["rougeL"]
+        else:
+            line["qkv_within_1pct"] = q["dev_loss"] <= t["dev_loss"] * 1.01
+        print(json.dumps(line), flush=True)
+        if a.out:
+            subprocess.run([a.qkv, "plot", "-o", os.path.join(a.out, f"summ_{tag}_curve.svg"), "--x",
+                            "minutes" if a.seconds else "step", "--y", "rougeL",
+                            "--title", f"summarization, dev ROUGE-L of 200 articles ({tag}, 2 cores)",
+                            f"qkv={run}", f"pytorch={os.path.join(a.out, f'summ_{tag}_torch.jsonl')}"], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    main()
