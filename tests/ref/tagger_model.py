@@ -29,6 +29,8 @@ class Tagger(nn.Module):
             self.encoder = Encoder(layers, d, heads, d_ff, torch.relu, True)
             self.output = nn.Linear(d, C)
             self.scale = math.sqrt(d)
+            for layer in self.encoder.layers:  # cls_model's blocks have no dropout: qkv's attention weights have it
+                layer.self_attn.drop = nn.Dropout(dropout)
 
     def forward(self, ids, mask):
         """ids int [B, T], mask [B, T] (1 = token, tokens first) -> log-probabilities [B, T, C]."""
@@ -41,10 +43,14 @@ class Tagger(nn.Module):
             x, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
             x = nn.functional.dropout(x, self.dropout, self.training)
         else:
-            x = self.pos(x * self.scale)
+            # qkv's (and torch.nn.TransformerEncoderLayer's) dropout: on the positions' sum, the attention weights,
+            # each sublayer's output and the feed-forward's inner activations
+            drop = lambda t: nn.functional.dropout(t, self.dropout, self.training)  # noqa: E731
+            x = drop(self.pos(x * self.scale))
             pad = (mask == 0).int()
-            for layer in self.encoder.layers:
-                x = layer(x, pad)
+            for l in self.encoder.layers:
+                x = x + drop(l.self_attn(l.norm1(x), pad))
+                x = x + drop(l.linear2(drop(torch.relu(l.linear1(l.norm2(x))))))
             x = self.encoder.norm(x)
         return torch.log_softmax(self.output(x), dim=-1)
 
