@@ -45,12 +45,11 @@ static void step(void *u) {
     }
 }
 
-/* The model's type config: the translation models above, or configs.json's "lm" as a gpt. */
-static cJSON *model_config(const bench_ctx *b, const char *model, long T) {
-    if (!strcmp(model, "lstm")) return cJSON_Parse(LSTM_JSON);
-    if (!strcmp(model, "transformer")) return cJSON_Parse(TF_JSON);
+/* A gpt config from configs.json's "lm" (its sizes, a context long enough for T tokens). */
+static cJSON *lm_config(const bench_ctx *b, long T) {
     const cJSON *lm = cJSON_GetObjectItemCaseSensitive(b->configs, "lm");
     cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "type", "gpt");
     static const char *const keys[] = {"d_model", "n_layers", "n_heads", "d_ff"};
     static const double dflt[] = {384, 6, 6, 1536};
     for (int i = 0; i < 4; i++) {
@@ -63,21 +62,31 @@ static cJSON *model_config(const bench_ctx *b, const char *model, long T) {
     return c;
 }
 
+/* The benchmark's models by --model name: a fixed model config (its "type" picks the model type), or configs.json's
+ * "lm" (vocabulary included). The bench knows its configs, not the models: creation and decoding go through the
+ * type. */
+static const struct {
+    const char *name, *json;
+} MODELS[] = {{"lstm", LSTM_JSON}, {"transformer", TF_JSON}, {"gpt", NULL}};
+
 static int run(const bench_ctx *bc, const char *mode, long seq_len) {
     const char *model = bc->model ? bc->model : "lstm";
-    const char *type = !strcmp(model, "lstm") ? "lstm_seq2seq" : !strcmp(model, "transformer") ? "transformer_seq2seq"
-                       : !strcmp(model, "gpt") ? "gpt" : NULL;
-    if (!type) {
+    int k = 0, n_models = (int)(sizeof MODELS / sizeof MODELS[0]);
+    while (k < n_models && strcmp(model, MODELS[k].name)) k++;
+    if (k == n_models) {
         fprintf(stderr, "qkv bench decode: --model takes lstm, transformer or gpt, not '%s'\n", model);
         return CLI_USAGE;
     }
     long T = seq_len > 0 ? seq_len : 32, V = 8000;
     bool beam = !strcmp(mode, "beam");
-    const cJSON *lm = cJSON_GetObjectItemCaseSensitive(bc->configs, "lm"), *lv = cJSON_GetObjectItemCaseSensitive(lm, "vocab");
-    if (!strcmp(model, "gpt") && cJSON_IsNumber(lv)) V = (long)lv->valuedouble;
-    const qkv_model_type *t = qkv_model_type_find(type);
-    cJSON *cfg = model_config(bc, model, T);
-    qkv_task_info info = {.vocab_size = V, .pad_id = 0, .max_len = !strcmp(model, "transformer") ? 130 : T + 1};
+    cJSON *cfg = MODELS[k].json ? cJSON_Parse(MODELS[k].json) : lm_config(bc, T);
+    if (!MODELS[k].json) {
+        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(bc->configs, "lm"), "vocab");
+        if (cJSON_IsNumber(lv)) V = (long)lv->valuedouble;
+    }
+    const qkv_model_type *t = cfg ? qkv_model_type_find(cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "type"))) : NULL;
+    const cJSON *ml = cJSON_GetObjectItemCaseSensitive(cfg, "max_len");
+    qkv_task_info info = {.vocab_size = V, .pad_id = 0, .max_len = cJSON_IsNumber(ml) ? (long)ml->valuedouble : T + 1};
     qkv_params *p = qkv_params_new();
     qkv_rng rng;
     qkv_rng_init(&rng, 1234);
