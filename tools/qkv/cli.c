@@ -9,6 +9,8 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "qkv/error.h"
 
 int cli_error(const char *cmd, int code, const char *fmt, ...) {
@@ -234,4 +236,10 @@ const char *cli_grouped(long long n, char *buf, size_t size) {
     }
     if (size) buf[o] = '\0';
     return buf;
+}
+
+void cli_print_json(const cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    printf("%s\n", s ? s : "{}");
+    cJSON_free(s);
 }

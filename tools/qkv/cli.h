@@ -75,4 +75,8 @@ int cli_prepare_out(const char *cmd, const char *path, bool is_dir);
 /* The last argument is a flag that, by the command's help, takes a value: a usage error saying so (exit 1), else
  * CLI_OK. argv[0] is the subcommand name. */
 int cli_check_last_value(const cli_command *c, int argc, char **argv);
+/* One JSON object as a single line on stdout (the --json output of the run commands). */
+struct cJSON;
+void cli_print_json(const struct cJSON *o);
+
 #endif

@@ -45,9 +45,7 @@ static int run(int argc, char **argv) {
     qkv_run_free(r);
     if (!m) return cli_error("eval", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     if (json) {
-        char *s = cJSON_PrintUnformatted(m);
-        printf("%s\n", s ? s : "{}");
-        cJSON_free(s);
+        cli_print_json(m);
     } else {
         const cJSON *where = cJSON_GetObjectItem(m, data ? "file" : "split");
         printf("%s (step %.0f)\n", cJSON_GetStringValue(where), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "step")));

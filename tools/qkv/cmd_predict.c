@@ -22,9 +22,7 @@ static int predict_one(qkv_run *r, const char *text, bool json) {
     cJSON *p = qkv_run_predict(r, text);
     if (!p) return cli_error("predict", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     if (json) {
-        char *s = cJSON_PrintUnformatted(p);
-        printf("%s\n", s ? s : "{}");
-        cJSON_free(s);
+        cli_print_json(p);
     } else if (cJSON_GetObjectItem(p, "label")) {
         printf("%s\t%.4f\n", cJSON_GetStringValue(cJSON_GetObjectItem(p, "label")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(p, "prob")));

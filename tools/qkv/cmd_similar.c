@@ -158,9 +158,7 @@ static void print_query(const char *q, const hit *h, long k, const cli_lines *li
             cJSON_AddItemToArray(arr, e);
         }
         cJSON_AddItemToObject(o, "nearest", arr);
-        char *s = cJSON_PrintUnformatted(o);
-        printf("%s\n", s ? s : "{}");
-        cJSON_free(s);
+        cli_print_json(o);
         cJSON_Delete(o);
         return;
     }

@@ -25,9 +25,7 @@ static int tag_one(qkv_run *r, const char *text, bool json) {
     cJSON *p = qkv_run_predict(r, text);
     if (!p) return cli_error("tag", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     if (json) {
-        char *s = cJSON_PrintUnformatted(p);
-        printf("%s\n", s ? s : "{}");
-        cJSON_free(s);
+        cli_print_json(p);
     } else {
         const cJSON *toks = cJSON_GetObjectItem(p, "tokens"), *tags = cJSON_GetObjectItem(p, "tags");
         int n = cJSON_GetArraySize(toks);
