@@ -3,6 +3,7 @@
  * trained a few steps on a toy task. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test_nn_common.h"
@@ -252,6 +253,46 @@ TEST(shared_layer_in_parallel) {
         *(pass ? &g_first : &g_both) = g;
     }
     CHECK(g_both > 0 && g_first > 0 && fabs(g_both - g_first) > 1e-6);
+    /* Inputs of equal shapes run as one stacked batch: every weight's gradient equals that of the two uses applied
+     * one after the other (enc twice, by hand); and a second input of another width still runs, copy by copy. */
+    CHECK(enc->batchwise && net->batchwise);
+    for (int k = 0; net && k < qkv_params_count(p); k++) {
+        qkv_tensor *pw = qkv_params_at(p, k);
+        float *stacked = NULL, *apart = NULL;
+        for (int pass = 0; pass < 2; pass++) {
+            qkv_params_zero_grad(p);
+            qkv_ctx_reset(c);
+            qkv_ctx_set_grad(c, true);
+            qkv_tensor *o2[2], *o1[1];
+            if (pass == 0) {
+                CHECK_OK(qkv_layer_apply(c, net, 4, (qkv_tensor *[]){ids1, m1, ids2, m2}, o2));
+            } else {
+                CHECK_OK(qkv_layer_apply(c, enc, 2, (qkv_tensor *[]){ids1, m1}, o1));
+                o2[0] = o1[0];
+                CHECK_OK(qkv_layer_apply(c, enc, 2, (qkv_tensor *[]){ids2, m2}, o1));
+                o2[1] = o1[0];
+            }
+            CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_mul(c, o2[0], o2[1]))));
+            float *g = malloc(sizeof(float) * (size_t)qkv_numel(pw));
+            memcpy(g, qkv_f32(pw->grad), sizeof(float) * (size_t)qkv_numel(pw));
+            *(pass ? &apart : &stacked) = g;
+        }
+        for (int64_t e = 0; e < qkv_numel(pw); e++) CHECK(fabs(stacked[e] - apart[e]) <= 1e-6 + 1e-5 * fabs(apart[e]));
+        free(stacked);
+        free(apart);
+    }
+    qkv_tensor *ids3 = qkv_tensor_new(QKV_I32, QKV_DIMS(2, 2)), *m3 = qkv_tensor_new(QKV_F32, QKV_DIMS(2, 2));
+    for (int i = 0; i < 4; i++) {
+        qkv_i32(ids3)[i] = (i + 2) % 7;
+        qkv_f32(m3)[i] = 1;
+    }
+    qkv_ctx_reset(c);
+    qkv_tensor *o3[2] = {0}, *o4[1] = {0};
+    CHECK_OK(qkv_layer_apply(c, net, 4, (qkv_tensor *[]){ids1, m1, ids3, m3}, o3));
+    CHECK_OK(qkv_layer_apply(c, enc, 2, (qkv_tensor *[]){ids3, m3}, o4));
+    CHECK(o3[1] && o4[0] && test_allclose("share: other width", o3[1], o4[0], 0, 0));
+    qkv_tensor_free(ids3);
+    qkv_tensor_free(m3);
     qkv_ctx_free(c);
     qkv_tensor *heap[] = {ids1, ids2, m1, m2};
     for (int i = 0; i < 4; i++) qkv_tensor_free(heap[i]);

@@ -60,6 +60,10 @@ struct qkv_layer {
     qkv_layer_user_fn fn;
     int *indices;         /* Select's indices (owned) */
     int shares;           /* references beyond the first (qkv_layer_share); each qkv_layer_free drops one */
+    bool batchwise;       /* rows along axis 0 of every input and output are independent examples: the layer on
+                           * inputs stacked along axis 0 gives its outputs stacked (Parallel runs copies of one
+                           * shared batchwise layer as one call). Leaves and combinators of them set it; a
+                           * qkv_layer_fn does not (it may mix the batch, as a loss over it does). */
 };
 
 void qkv_layer_free(qkv_layer *layer);

@@ -99,6 +99,8 @@ static qkv_layer *with_children(qkv_layer *l, int n, qkv_layer *const *children)
     }
     memcpy(l->children, children, sizeof(qkv_layer *) * (size_t)n);
     l->n_children = n;
+    l->batchwise = true;
+    for (int i = 0; i < n; i++) l->batchwise = l->batchwise && children[i]->batchwise;
     return l;
 }
 
@@ -167,14 +169,63 @@ qkv_layer *qkv_layer_branch(int n, qkv_layer *const *children) {
     return with_children(new_layer("Branch", n_in, n_out, branch_forward), n, children);
 }
 
+/* k copies of one batchwise layer whose inputs in[copy * n_in + j] agree in dtype and shape across copies, and
+ * whose inputs of one copy share their leading (batch) size. */
+static bool stackable(const qkv_layer *c, int k, qkv_tensor **in) {
+    if (k < 2 || !c->batchwise || c->n_in < 1 || c->n_out < 1 || k * c->n_in > QKV_LAYER_MAX_STACK) return false;
+    int64_t rows = in[0]->ndim >= 1 ? in[0]->shape[0] : -1;
+    for (int j = 0; j < c->n_in; j++) {
+        const qkv_tensor *x = in[j];
+        if (x->ndim < 1 || x->shape[0] != rows) return false;
+        for (int r = 1; r < k; r++) {
+            const qkv_tensor *y = in[r * c->n_in + j];
+            if (y->dtype != x->dtype || y->ndim != x->ndim) return false;
+            for (int d = 0; d < x->ndim; d++)
+                if (y->shape[d] != x->shape[d]) return false;
+        }
+    }
+    return true;
+}
+
+/* The k copies as one call on inputs stacked along axis 0, outputs split back: a Siamese pair's two texts then
+ * share every GEMM (an RNN step of 2B rows instead of two of B, which is what makes small recurrent batches fast). */
+static qkv_status apply_stacked(qkv_ctx *ctx, const qkv_layer *c, int k, qkv_tensor **in, qkv_tensor **out) {
+    qkv_tensor *joined[QKV_LAYER_MAX_STACK], *res[QKV_LAYER_MAX_STACK], *parts[QKV_LAYER_MAX_STACK], *xs[QKV_LAYER_MAX_STACK];
+    int64_t rows = in[0]->shape[0], sizes[QKV_LAYER_MAX_STACK];
+    for (int r = 0; r < k; r++) sizes[r] = rows;
+    for (int j = 0; j < c->n_in; j++) {
+        for (int r = 0; r < k; r++) xs[r] = in[r * c->n_in + j];
+        if (!(joined[j] = qkv_concat(ctx, k, xs, 0))) return qkv_last_status();
+    }
+    qkv_status st = qkv_layer_apply(ctx, c, c->n_in, joined, res);
+    for (int j = 0; st == QKV_OK && j < c->n_out; j++) {
+        if (res[j]->ndim < 1 || res[j]->shape[0] != k * rows)
+            return qkv_error_set(QKV_ERR_INVALID, "layer %s is marked batchwise but output %d has %lld rows for %lld "
+                                 "stacked inputs", c->name, j, res[j]->ndim ? (long long)res[j]->shape[0] : 0LL,
+                                 (long long)(k * rows));
+        st = qkv_split(ctx, res[j], 0, k, sizes, parts);
+        for (int r = 0; st == QKV_OK && r < k; r++) out[r * c->n_out + j] = parts[r];
+    }
+    return st;
+}
+
 static qkv_status parallel_forward(qkv_ctx *ctx, const qkv_layer *self, qkv_tensor **in, qkv_tensor **out) {
     int a = 0, b = 0;
-    for (int i = 0; i < self->n_children; i++) {
+    for (int i = 0; i < self->n_children;) {
         const qkv_layer *c = self->children[i];
-        qkv_status st = qkv_layer_apply(ctx, c, c->n_in, in + a, out + b);
+        int k = 1;
+        while (i + k < self->n_children && self->children[i + k] == c) k++;
+        qkv_status st;
+        if (stackable(c, k, in + a)) {
+            st = apply_stacked(ctx, c, k, in + a, out + b);
+        } else {
+            k = 1;
+            st = qkv_layer_apply(ctx, c, c->n_in, in + a, out + b);
+        }
         if (st) return st;
-        a += c->n_in;
-        b += c->n_out;
+        a += k * c->n_in;
+        b += k * c->n_out;
+        i += k;
     }
     return QKV_OK;
 }
@@ -226,6 +277,7 @@ static qkv_layer *select_named(const char *name, int n_in, int n_out, const int 
         }
     qkv_layer *l = new_layer(name, n_in, n_out, select_forward);
     if (!l) return NULL;
+    l->batchwise = true;
     if (!(l->indices = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1)))) {
         qkv_layer_free(l);
         qkv_error_set(QKV_ERR_NOMEM, "%s: out of memory", name);
@@ -247,7 +299,11 @@ static qkv_status add_forward(qkv_ctx *ctx, const qkv_layer *self, qkv_tensor **
     out[0] = qkv_add(ctx, in[0], in[1]);
     return out[0] ? QKV_OK : qkv_last_status();
 }
-qkv_layer *qkv_layer_add(void) { return new_layer("Add", 2, 1, add_forward); }
+qkv_layer *qkv_layer_add(void) {
+    qkv_layer *l = new_layer("Add", 2, 1, add_forward);
+    if (l) l->batchwise = true; /* a broadcast operand has another leading size: stackable() then declines */
+    return l;
+}
 
 qkv_layer *qkv_layer_share(qkv_layer *layer) {
     if (layer) layer->shares++;
@@ -278,6 +334,7 @@ static qkv_layer *leaf(const char *name, const char *prefix, qkv_layer_forward_f
     qkv_layer *l = new_layer(name, n_in, n_out, forward);
     if (!l) return NULL;
     if (prefix) snprintf(l->prefix, sizeof l->prefix, "%s", prefix);
+    l->batchwise = true; /* every leaf below maps each example on its own; one that mixes the batch must clear it */
     if (state_size && !(l->state = calloc(1, state_size))) {
         qkv_layer_free(l);
         qkv_error_set(QKV_ERR_NOMEM, "layer %s: out of memory", name);

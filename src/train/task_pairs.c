@@ -57,14 +57,16 @@ qkv_status qkv__pairs_keep_duplicates(split *s, const char *path) {
     return QKV_OK;
 }
 
-/* Token ids [B, W] and mask of one side: pool[off .. off + n) of each example, pad after. */
+/* Token ids [B, W] and mask of one side: pool[off .. off + n) of each example, pad after. Both sides are padded to
+ * one width W (the longest text of either side), so that a shared encoder can take both as one stacked batch
+ * (Parallel of a shared layer); the mask keeps the padding out of every result. */
 static qkv_status side(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B, bool second,
                        qkv_tensor **ids, qkv_tensor **mask, int64_t *real) {
     int64_t W = 1;
     for (int64_t i = 0; i < B; i++) {
         const example *e = &s->ex[idx[i]];
-        int64_t n = second ? e->tn : e->n;
-        if (n > W) W = n;
+        if (e->n > W) W = e->n;
+        if (e->tn > W) W = e->tn;
     }
     *ids = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B, W));
     *mask = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(B, W));

@@ -39,6 +39,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     c.vocab_size = bench_cfg_int(b, "vocab", 8192);
     c.d_model = bench_cfg_int(b, "d_model", 128);
     c.n_layers = (int)bench_cfg_int(b, "n_layers", 1);
+    c.margin = (float)bench_cfg_num(b, "margin", c.margin);
     long B = bench_cfg_int(b, "batch", 32), T = seq_len > 0 ? seq_len : bench_cfg_int(b, "seq_len", 32);
     siamese_run r = {.ctx = qkv_ctx_new(), .params = qkv_params_new()};
     qkv_rng rng;
