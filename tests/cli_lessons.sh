@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lessons of issue 32 as commands: `qkv embed attend` (basic attention over word vectors: the weights equal a
-# hand computation on a tiny vector file, the page's heatmap holds every word as query and renders in headless
-# Chromium when installed), and its bad input.
+# hand computation on a tiny vector file, the page's heatmap holds every word as query), `qkv lesson gradients` and
+# `qkv lesson parallel` on tiny runs (their shape and errors), and every page and picture in headless Chromium when
+# installed.
 set -u
 QKV=${QKV_BIN:?QKV_BIN not set}
 PY=/usr/bin/python3
@@ -63,6 +64,37 @@ check "neither --word nor --all: usage" '[ $rc = 1 ] && grep -q -- "--word" "$d/
 "$QKV" embed attend "cat sat" --all --score l2 --vectors "$d/v.txt" 2> "$d/err"; rc=$?
 check "bad --score: usage" '[ $rc = 1 ] && grep -q "dot or cosine" "$d/err"'
 
+# ---- qkv lesson gradients / parallel on tiny runs (the numbers' correctness: tests/test_lessons.c) ----
+for i in $(seq 1 40); do
+  printf '%d\tthe film was %s and the story %s\n' $((i % 2)) "$([ $((i % 2)) = 1 ] && echo good || echo bad)" \
+    "$([ $((i % 3)) = 0 ] && echo dragged || echo moved)"
+done > "$d/s.tsv"
+for m in rnn cnn; do
+  if [ $m = rnn ]; then model='{"type": "rnn_classifier", "cell": "rnn", "d_model": 8, "hidden": 8}'
+  else model='{"type": "cnn_classifier", "d_model": 8, "n_filters": 4}'; fi
+  cat > "$d/$m.json" <<JSON
+{"model": $model, "data": {"train": "$d/s.tsv", "dev": "$d/s.tsv", "tokenizer": "word", "max_len": 16},
+ "train": {"steps": 5, "batch_size": 8, "checkpoint_every": 0}, "eval": {"every": 5}}
+JSON
+  "$QKV" train --config "$d/$m.json" --run "$d/$m" --quiet > /dev/null 2>&1
+done
+"$QKV" lesson gradients --run "$d/rnn" --run conv="$d/cnn" --length 30 --inputs 3 -o "$d/page/grad.svg" > "$d/out" 2> "$d/err"; rc=$?
+check "lesson gradients: a table row and a line per run, inputs longer than training's max_len" \
+  '[ $rc = 0 ] && grep -q "^rnn  *3 " "$d/out" && grep -q "^conv  *3 " "$d/out" && [ "$(grep -c "<polyline" "$d/page/grad.svg")" -ge 2 ]'
+"$QKV" lesson gradients --run "$d/rnn" --length 5000 --inputs 1 -o "$d/x.svg" 2> "$d/err"; rc=$?
+check "lesson gradients: a file too short for --length is bad input" '[ $rc = 2 ] && grep -q "5000" "$d/err"'
+"$QKV" lesson gradients --run "$d/nope" -o "$d/x.svg" 2> "$d/err"; rc=$?
+check "lesson gradients: a missing run is bad input, named" '[ $rc = 2 ] && grep -q "nope" "$d/err"'
+"$QKV" lesson gradients -o "$d/x.svg" 2> /dev/null; rc=$?
+check "lesson gradients without --run: usage" '[ $rc = 1 ]'
+"$QKV" lesson parallel --lengths 8,32 --width 16 --seconds 0 --threads 1 --run cnn="$d/cnn" -o "$d/page/par.svg" > "$d/out" 2> "$d/err"; rc=$?
+check "lesson parallel: five layer rows with a time per length, accuracy beside the CNN, SVG" \
+  '[ $rc = 0 ] && [ "$(grep -cE "^[|] [A-Za-z].*[|] [0-9]+[.][0-9]+ [|] [0-9]+[.][0-9]+ [|]$" "$d/out")" = 5 ] && grep -q "^| Conv1d (width 3) | [0-9.]*% (dev) |" "$d/out" && [ "$(grep -c "<polyline" "$d/page/par.svg")" -ge 5 ]'
+"$QKV" lesson parallel --run tcn="$d/cnn" 2> "$d/err"; rc=$?
+check "lesson parallel: an unknown kind is a usage error" '[ $rc = 1 ] && grep -q "rnn,lstm,gru,cnn,attn" "$d/err"'
+"$QKV" lesson nothing 2> /dev/null; rc=$?
+check "lesson: unknown lesson is a usage error" '[ $rc = 1 ]'
+
 # ---- pages in a browser (headless Chromium, when installed) ----
 CHROMIUM=${QKV_CHROMIUM:-}
 for c in /usr/bin/chromium /usr/bin/chromium-browser; do [ -z "$CHROMIUM" ] && [ -x "$c" ] && CHROMIUM=$c; done
@@ -77,6 +109,11 @@ if [ -n "$CHROMIUM" ]; then
   cells=$(grep -o 'class="cell"' "$d/page/att.html.dom" | wc -l)
   check "chromium draws the attend page: $cells heatmap cells (want 25) and the words" \
     'grep -q "data-rendered=\"1\"" "$d/page/att.html.dom" && [ "$cells" = 25 ] && grep -q ">mat<" "$d/page/att.html.dom"'
+  for f in grad par; do
+    render "$d/page/$f.svg"
+    check "chromium loads the $f picture: an SVG document with its lines and legend" \
+      'grep -q "<svg" "$d/page/$f.svg.dom" && [ "$(grep -c "<polyline" "$d/page/$f.svg.dom")" -ge 2 ] && grep -q "conv\|Conv1d" "$d/page/$f.svg.dom"'
+  done
 else
   echo "SKIP chromium pages (chromium not installed)"
 fi
