@@ -42,9 +42,17 @@ static int run(int argc, char **argv) {
     char buf[PATH_MAX];
     for (int i = 1; i < argc; i++) /* the first word not an option (or an option's value) picks the action */
         if (argv[i][0] != '-' || !argv[i][1]) {
-            if (!strcmp(argv[i], "attend")) {
+            if (!strcmp(argv[i], "attend")) { /* its options, before or after the action word */
                 const char *def = cli_shared_path(DEFAULT_VECTORS, buf, sizeof buf);
-                return embed_attend(argc - i, argv + i, def ? def : buf);
+                char **args = malloc(sizeof *args * (size_t)argc);
+                if (!args) return cli_error("embed", CLI_RUNTIME, "out of memory");
+                int n = 0;
+                args[n++] = argv[i];
+                for (int j = 1; j < argc; j++)
+                    if (j != i) args[n++] = argv[j];
+                int rc = embed_attend(n, args, def ? def : buf);
+                free(args);
+                return rc;
             }
             break;
         } else if (strcmp(argv[i], "--unit")) {
