@@ -176,7 +176,11 @@ static int gradients(int argc, char **argv) {
         printf("%-20s %8s", "run", "inputs");
         const long at[] = {1, 10, 50, 100, length - 1};
         for (int j = 0; j < 5; j++)
-            if (at[j] < length && (j == 4 || at[j] < length - 1)) printf(" %11s%-4ld", "d=", at[j]);
+            if (at[j] < length && (j == 4 || at[j] < length - 1)) {
+                char h[32];
+                snprintf(h, sizeof h, "d=%ld", at[j]);
+                printf(" %15s", h);
+            }
         printf("   (norm at distance d from the end / norm at the end)\n");
         for (int k = 0; k < n_runs; k++) {
             snprintf(labels[k], sizeof labels[k], "%s", runs[k].label);
