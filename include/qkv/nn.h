@@ -114,6 +114,13 @@ qkv_layer *qkv_layer_log_softmax(void);
 /* Mean over time of the unmasked steps: (x [B, T, D], token mask [B, T], non-zero = token, as qkv_batch's) -> [B, D]
  * (qkv_nn_masked_mean; a row without tokens gives zeros). */
 qkv_layer *qkv_layer_masked_mean(void);
+/* Max over time of the unmasked steps: (x [B, T, D], token mask [B, T], non-zero = token) -> [B, D]
+ * (qkv_nn_masked_max). */
+qkv_layer *qkv_layer_masked_max(void);
+/* A Conv1d (qkv_nn_conv1d) that carries the mask along: (x [B, T, in], token mask [B, T]) -> (y [B, T_out, out],
+ * token mask of the outputs [B, T_out]: 1 where the window holds a token). */
+qkv_layer *qkv_layer_conv1d(qkv_params *params, const char *prefix, int64_t in, int64_t out, int64_t width,
+                            int64_t padding, qkv_rng *rng);
 /* x / max(||x||_2, eps) along the last axis (qkv_nn_l2_normalize). */
 qkv_layer *qkv_layer_l2_normalize(float eps);
 /* A recurrent stack (qkv_rnn) run from a zero state over full sequences: x [B, T, input_size] -> its last layer's

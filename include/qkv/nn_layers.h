@@ -115,6 +115,25 @@ qkv_tensor *qkv_nn_padding_of(qkv_ctx *ctx, const qkv_tensor *mask);
 /* x / max(||x||_2, eps) along the last axis (torch.nn.functional.normalize, p = 2). */
 qkv_tensor *qkv_nn_l2_normalize(qkv_ctx *ctx, qkv_tensor *x, float eps);
 
+/* ---- Conv1d over time, channels last (qkv_conv1d): parameters "weight" [out, in, width] and "bias" [out] as
+ * torch's nn.Conv1d, initialised as torch does (uniform(+-1/sqrt(in * width)) for both). ---- */
+typedef struct qkv_nn_conv1d {
+    int64_t in_channels, out_channels, width, padding;
+    qkv_tensor *weight, *bias;
+} qkv_nn_conv1d;
+
+qkv_status qkv_nn_conv1d_init(qkv_nn_conv1d *c, qkv_params *params, const char *prefix, int64_t in_channels,
+                              int64_t out_channels, int64_t width, int64_t padding, qkv_rng *rng);
+/* x [B, T, in] -> [B, T + 2 padding - width + 1, out]. pad_mask [B, T] (non-zero = padded) or NULL: padded steps
+ * are read as zeros, so a sentence gives the same outputs in any batch. out_pad, if non-NULL, receives the
+ * padding mask of the outputs (float32 [B, T_out], 1 = the window holds no token), for masked pooling. */
+qkv_tensor *qkv_nn_conv1d_forward(qkv_ctx *ctx, const qkv_nn_conv1d *c, qkv_tensor *x, const qkv_tensor *pad_mask,
+                                  qkv_tensor **out_pad);
+/* Max over time of x [B, T, D] at unpadded steps (pad_mask [B, T], non-zero = padded, or NULL) -> [B, D]; the
+ * gradient goes to the first maximal step, as torch.max. A sequence with no unpadded step gives zeros. Kim
+ * (2014)'s max-over-time pooling. */
+qkv_tensor *qkv_nn_masked_max(qkv_ctx *ctx, qkv_tensor *x, const qkv_tensor *pad_mask);
+
 /* ---- LogSoftmax head: log_softmax(Linear(x)) over the last axis; parameters of the Linear ("weight", "bias"). */
 typedef struct qkv_nn_logsoftmax_head {
     qkv_nn_linear proj;

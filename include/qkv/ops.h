@@ -26,6 +26,12 @@ qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
 /* x @ w^T + bias, as torch.nn.functional.linear: x [..., in], w [out, in], bias [out] or NULL. */
 qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias);
 
+/* ---- Convolution ------------------------------------------------------------------------------------------- */
+/* 1-D convolution over time, channels last (as a sequence model holds its activations): x [B, T, in], weight
+ * [out, in, width] in torch's nn.Conv1d layout, bias [out] or NULL, `padding` zero steps at both ends, stride 1.
+ * Result [B, T + 2 padding - width + 1, out]: torch.nn.functional.conv1d(x^T, weight, bias, padding=padding)^T. */
+qkv_tensor *qkv_conv1d(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *weight, qkv_tensor *bias, int64_t padding);
+
 /* ---- Elementwise, with broadcasting ----------------------------------------------------------------------- */
 qkv_tensor *qkv_add(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
 qkv_tensor *qkv_sub(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);

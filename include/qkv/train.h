@@ -117,6 +117,15 @@ typedef struct qkv_run_explanation {
 qkv_status qkv_run_explain(qkv_run *r, const char *text, qkv_run_explanation *out);
 void qkv_run_explanation_free(qkv_run_explanation *e);
 
+/* Classifier runs: how much each position of a text reaches the loss (the vanishing-gradient lesson, docs/lessons.md).
+ * The text is encoded as the run encodes it, cut to max_tokens tokens (0: the run's data.max_len; never more than
+ * the model's positions); (*norms)[t] = || d loss / d e_t ||_2 for t < *n, e_t the embedding row the model reads at
+ * position t and the loss the cross-entropy of the model's own prediction, in eval mode (no dropout). Works for every
+ * classify model type that declares its input embedding; *norms is malloc'd (caller frees). */
+qkv_status qkv_run_input_grad_norms(qkv_run *r, const char *text, int64_t max_tokens, double **norms, int64_t *n);
+/* The run's parameters (borrowed, valid until qkv_run_free), by name with qkv_params_find. */
+qkv_params *qkv_run_params(qkv_run *r);
+
 /* The run's training log (log.jsonl) as curves for the viewer: train loss, dev loss and the dev metric against
  * steps. Arrays are heap memory owned by the struct. */
 typedef struct qkv_run_curves {

@@ -261,6 +261,8 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }
 
+static void tcls_info(const qkv_model *m, qkv_model_info *out) { out->max_positions = m->net.cfg.max_len; }
+
 /* Word vectors (the run's "embeddings" option) go here; model.embeddings.pretrained is the older way for a
  * safetensors matrix already in the run's vocabulary order. */
 static const qkv_model_embedding tcls_embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -278,4 +280,5 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .loss = tcls_loss,
     .forward = tcls_forward,
     .embeddings = tcls_embeddings,
+    .info = tcls_info,
 };

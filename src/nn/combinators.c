@@ -429,6 +429,26 @@ static qkv_status masked_mean_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor *
 }
 qkv_layer *qkv_layer_masked_mean(void) { return leaf("MaskedMean", NULL, masked_mean_fwd, 0, 2, 1); }
 
+static qkv_status masked_max_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
+    (void)s;
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, in[1]);
+    ONE_OUT(pad ? qkv_nn_masked_max(ctx, in[0], pad) : NULL);
+}
+qkv_layer *qkv_layer_masked_max(void) { return leaf("MaskedMax", NULL, masked_max_fwd, 0, 2, 1); }
+
+static qkv_status conv1d_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, in[1]), *out_pad = NULL;
+    out[0] = pad ? qkv_nn_conv1d_forward(ctx, s->state, in[0], pad, &out_pad) : NULL;
+    /* The layer's masks are token masks (1 = token), as the batch's. */
+    out[1] = out_pad ? qkv_affine(ctx, out_pad, -1.0f, 1.0f) : NULL;
+    return out[0] && out[1] ? QKV_OK : qkv_last_status();
+}
+qkv_layer *qkv_layer_conv1d(qkv_params *params, const char *prefix, int64_t in, int64_t out, int64_t width,
+                            int64_t padding, qkv_rng *rng) {
+    qkv_layer *l = leaf("Conv1d", prefix, conv1d_fwd, sizeof(qkv_nn_conv1d), 2, 2);
+    return l ? leaf_done(l, qkv_nn_conv1d_init(l->state, params, prefix, in, out, width, padding, rng)) : NULL;
+}
+
 static qkv_status l2_normalize_fwd(qkv_ctx *ctx, const qkv_layer *s, qkv_tensor **in, qkv_tensor **out) {
     ONE_OUT(qkv_nn_l2_normalize(ctx, in[0], *(const float *)s->state));
 }

@@ -1,4 +1,5 @@
-/* Padding masks (checked, or made from a batch's token mask), masked mean pooling over time, L2 normalisation. */
+/* Padding masks (checked, or made from a batch's token mask), masked mean and max pooling over time, L2
+ * normalisation. */
 #include <math.h>
 #include <string.h>
 
@@ -118,6 +119,66 @@ qkv_tensor *qkv_nn_l2_normalize(qkv_ctx *ctx, qkv_tensor *x, float eps) {
         nd->i[0] = rows;
         nd->i[1] = D;
         nd->f[0] = eps;
+    }
+    return out;
+}
+
+/* ---- Max over time of the unpadded steps: the argmax of each (row, feature) is kept for the backward, which
+ * hands the gradient to that one step (the first maximal one, as torch.max). ---- */
+
+static qkv_status masked_max_backward(qkv_ctx *ctx, qkv_node *nd) {
+    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
+    if (!gx) return QKV_OK;
+    const int32_t *arg = nd->saved;
+    const float *g = qkv_f32(nd->out->grad);
+    float *dx = qkv_f32(gx);
+    int64_t B = nd->i[0], T = nd->i[1], D = nd->i[2];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t d = 0; d < D; d++) {
+            int32_t t = arg[b * D + d];
+            if (t >= 0) dx[(b * T + t) * D + d] += g[b * D + d];
+        }
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_nn_masked_max(qkv_ctx *ctx, qkv_tensor *x, const qkv_tensor *pad_mask) {
+    if (!x) return NULL;
+    char s[96];
+    if (x->dtype != QKV_F32 || x->ndim != 3) {
+        qkv_error_set(QKV_ERR_INVALID, "masked_max: input %s must be float32 [B, T, D]",
+                      qkv_shape_str(x, s, sizeof s));
+        return NULL;
+    }
+    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    if (!qkv__nn_check_pad_mask("masked_max", pad_mask, B, T)) return NULL;
+    const float *xp = qkv__contig_data(ctx, x);
+    qkv_tensor *out = xp ? qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(B, D)) : NULL;
+    int32_t *arg = out ? qkv_ctx_alloc(ctx, sizeof(int32_t) * (size_t)(B * D > 0 ? B * D : 1)) : NULL;
+    if (!arg) return NULL;
+    float *y = qkv_f32(out);
+#pragma omp parallel for schedule(static) if (B * T * D > (1 << 15))
+    for (int64_t b = 0; b < B; b++) {
+        float *yb = y + b * D;
+        int32_t *ab = arg + b * D;
+        for (int64_t d = 0; d < D; d++) ab[d] = -1;
+        for (int64_t t = 0; t < T; t++) {
+            if (pad_mask && nonzero_at(pad_mask, b, t)) continue;
+            const float *row = xp + (b * T + t) * D;
+            for (int64_t d = 0; d < D; d++)
+                if (ab[d] < 0 || row[d] > yb[d]) {
+                    yb[d] = row[d];
+                    ab[d] = (int32_t)t;
+                }
+        }
+        for (int64_t d = 0; d < D; d++)
+            if (ab[d] < 0) yb[d] = 0.0f; /* nothing to pool: zeros, as masked_mean */
+    }
+    qkv_node *nd = qkv_record(ctx, out, "masked_max", masked_max_backward, 1, &x);
+    if (nd) {
+        nd->saved = arg;
+        nd->i[0] = B;
+        nd->i[1] = T;
+        nd->i[2] = D;
     }
     return out;
 }

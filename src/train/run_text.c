@@ -6,6 +6,7 @@
 #include "train/train_internal.h"
 
 qkv_model *qkv_run_model(qkv_run *r) { return r->model; }
+qkv_params *qkv_run_params(qkv_run *r) { return r ? r->params : NULL; }
 
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n) {
     return qkv__task_encode_ids(&r->task, text, strlen(text), ids, n);

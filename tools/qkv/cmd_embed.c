@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "embed_attend.h"
 #include "qkv/glove.h"
 
 #define DEFAULT_VECTORS "pretrained/glove-6B-100d-top20k/glove.6B.100d.top20k.txt"
@@ -15,13 +16,17 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv embed similar WORD [-k N]\n"
             "       qkv embed analogy A B C [-k N] [--unit]\n"
-            "       qkv embed compare W1 W2\n"
-            "options: --vectors FILE  GloVe / word2vec text (with or without an \"N D\" header) or word2vec binary\n"
+            "       qkv embed compare W1 W2\n");
+    embed_attend_usage(out);
+    fprintf(out,
+            "\noptions: --vectors FILE  GloVe / word2vec text (with or without an \"N D\" header) or word2vec binary\n"
             "         --format auto|text|binary   (default auto)\n\n"
             "similar: the k (default 10) words closest to WORD by cosine similarity.\n"
             "analogy: the k (default 5) words closest to A - B + C, the three excluded (king man woman -> queen);\n"
             "         --unit scales A, B and C to unit length first, as gensim's most_similar does.\n"
-            "compare: the cosine similarity of two words.\n"
+            "compare: the cosine similarity of two words.\n");
+    embed_attend_help(out);
+    fprintf(out,
             "The default vectors are the staged GloVe 6B 100d subset, ../shared/" DEFAULT_VECTORS ",\n"
             "found under $QKV_SHARED, the current directory's ../shared, or beside the qkv binary.\n"
             "Output: one \"word<TAB>score\" line per answer (scores with 4 decimals; compare prints the score).\n");
@@ -34,6 +39,25 @@ static int print_hits(const qkv_vectors *v, const qkv_vec_hit *hits, int n) {
 }
 
 static int run(int argc, char **argv) {
+    char buf[PATH_MAX];
+    for (int i = 1; i < argc; i++) /* the first word not an option (or an option's value) picks the action */
+        if (argv[i][0] != '-' || !argv[i][1]) {
+            if (!strcmp(argv[i], "attend")) { /* its options, before or after the action word */
+                const char *def = cli_shared_path(DEFAULT_VECTORS, buf, sizeof buf);
+                char **args = malloc(sizeof *args * (size_t)argc);
+                if (!args) return cli_error("embed", CLI_RUNTIME, "out of memory");
+                int n = 0;
+                args[n++] = argv[i];
+                for (int j = 1; j < argc; j++)
+                    if (j != i) args[n++] = argv[j];
+                int rc = embed_attend(n, args, def ? def : buf);
+                free(args);
+                return rc;
+            }
+            break;
+        } else if (strcmp(argv[i], "--unit")) {
+            i++;
+        }
     const char *words[3] = {0}, *action = NULL, *vectors = NULL;
     int n_words = 0;
     long k = -1;
@@ -66,11 +90,10 @@ static int run(int argc, char **argv) {
     int need = !action ? -1 : !strcmp(action, "similar") ? 1 : !strcmp(action, "analogy") ? 3
                                                            : !strcmp(action, "compare") ? 2 : -1;
     if (need < 0)
-        return cli_error("embed", CLI_USAGE, "%s%s%s (similar, analogy or compare)",
+        return cli_error("embed", CLI_USAGE, "%s%s%s (similar, analogy, compare or attend)",
                          action ? "unknown action '" : "no action", action ? action : "", action ? "'" : "");
     if (n_words != need)
         return cli_error("embed", CLI_USAGE, "%s takes %d word%s, got %d", action, need, need > 1 ? "s" : "", n_words);
-    char buf[PATH_MAX];
     if (!vectors) {
         cli_shared_path(DEFAULT_VECTORS, buf, sizeof buf);
         vectors = buf;

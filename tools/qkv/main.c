@@ -25,6 +25,7 @@ static const cli_command *const commands[] = {
     &cmd_similar,
     &cmd_attend,
     &cmd_bench,
+    &cmd_lesson,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
