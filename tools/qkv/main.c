@@ -25,6 +25,9 @@ static const cli_command *const commands[] = {
     &cmd_similar,
     &cmd_attend,
     &cmd_bench,
+#ifdef QKV_HAVE_SERVE
+    &cmd_serve,
+#endif
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
