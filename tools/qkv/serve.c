@@ -31,7 +31,7 @@ static void help(FILE *out) {
             "  POST /v1/similar      pairs: {\"a\", \"b\"}: cosine, the run's threshold, duplicate\n"
             "  POST /v1/embed        pairs: {\"text\"|\"texts\"}: unit vectors\n"
             "  GET /v1/models        the runs: name, type, task, step, endpoints, config\n"
-            "  GET /health           {\"status\": \"ok\"}\n"
+            "  GET /health           {\"status\": \"ok\", ...}: also batches run, requests answered, largest batch\n"
             "Errors are JSON {\"error\": {\"message\", \"field\", \"status\"}}: 400 bad input (naming the field),\n"
             "404 unknown path, 405 wrong method, 413 body over --max-body, 503 queue full.\n\n"
             "Requests run on --workers threads (default: the number of cores), one batch per run at a time:\n"

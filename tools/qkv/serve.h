@@ -122,6 +122,11 @@ typedef struct serve_pool serve_pool;
 serve_pool *serve_pool_new(int workers, int max_batch, int max_queue);
 /* false when the queue is full (the caller answers 503) or the pool is shutting down. Takes a reference. */
 bool serve_pool_submit(serve_pool *p, serve_job *j);
+/* Batches run so far, the requests they answered, the largest batch, and the requests waiting now. */
+typedef struct serve_pool_stats {
+    long batches, requests, largest, queued;
+} serve_pool_stats;
+serve_pool_stats serve_pool_get_stats(serve_pool *p);
 /* Jobs still waiting are answered 503 and running ones asked to stop; then the workers are joined. */
 void serve_pool_free(serve_pool *p);
 

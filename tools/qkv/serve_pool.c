@@ -83,6 +83,7 @@ struct serve_pool {
     serve_job *head, *tail;
     int queued, max_queue, max_batch;
     bool stopping;
+    serve_pool_stats stats;
     int n_workers;
     pthread_t *workers;
 };
@@ -113,6 +114,9 @@ static int take_batch(serve_pool *p, serve_job **out) {
         j = next;
     }
     first->model->busy = true;
+    p->stats.batches++;
+    p->stats.requests += n;
+    if (n > p->stats.largest) p->stats.largest = n;
     return n;
 }
 
@@ -172,6 +176,14 @@ bool serve_pool_submit(serve_pool *p, serve_job *j) {
     }
     pthread_mutex_unlock(&p->mu);
     return ok;
+}
+
+serve_pool_stats serve_pool_get_stats(serve_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    serve_pool_stats s = p->stats;
+    s.queued = p->queued;
+    pthread_mutex_unlock(&p->mu);
+    return s;
 }
 
 void serve_pool_free(serve_pool *p) {

@@ -198,6 +198,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "status", "ok");
         cJSON_AddNumberToObject(o, "models", s->models->n);
+        serve_pool_stats st = serve_pool_get_stats(s->pool);
+        cJSON_AddNumberToObject(o, "queued", (double)st.queued);
+        cJSON_AddNumberToObject(o, "batches", (double)st.batches);
+        cJSON_AddNumberToObject(o, "requests", (double)st.requests);
+        cJSON_AddNumberToObject(o, "largest_batch", (double)st.largest);
         return reply_json(c, 200, o, NULL);
     }
     if (!strcmp(url, "/v1/models")) return reply_json(c, 200, serve_models_json(s->models), NULL);
