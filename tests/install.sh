@@ -25,12 +25,15 @@ bash "$src/tests/symbols.sh" nm "$libdir/libqkv.so" || fail "installed libqkv.so
 
 # The prefix moves with the tree: use the installed .pc where it is.
 export PKG_CONFIG_PATH=$libdir/pkgconfig
+# A sanitizer build's library needs its runtime first: programs using it are built with the same flags.
+san=
+ldd "$libdir/libqkv.so" | grep -q libasan && san="-fsanitize=address,undefined"
 flags=$(pkg-config --cflags --libs qkv) || fail "pkg-config --cflags --libs qkv"
-"$cc" -std=c11 -o "$tmp/xor" "$src/examples/xor.c" $flags -Wl,-rpath,"$libdir" || fail "compile xor.c with: $flags"
+"$cc" -std=c11 $san -o "$tmp/xor" "$src/examples/xor.c" $flags -Wl,-rpath,"$libdir" || fail "compile xor.c with: $flags"
 ldd "$tmp/xor" | grep -q "$libdir/libqkv.so" || fail "xor does not link the installed libqkv.so"
 "$tmp/xor" >"$tmp/xor.out" || fail "xor (shared) exited $?"
 sflags=$(pkg-config --static --cflags --libs qkv) || fail "pkg-config --static"
-"$cc" -std=c11 -o "$tmp/xor_static" "$src/examples/xor.c" -Wl,-Bstatic $(pkg-config --cflags --libs-only-L qkv) -lqkv \
+"$cc" -std=c11 $san -o "$tmp/xor_static" "$src/examples/xor.c" -Wl,-Bstatic $(pkg-config --cflags --libs-only-L qkv) -lqkv \
   -Wl,-Bdynamic $(pkg-config --static --libs qkv | sed 's/-lqkv//') || fail "static compile with: $sflags"
 ldd "$tmp/xor_static" | grep -q libqkv && fail "xor_static links libqkv dynamically"
 "$tmp/xor_static" >"$tmp/xor_static.out" || fail "xor (static) exited $?"
@@ -45,7 +48,7 @@ find_package(qkv 0.1 REQUIRED)
 add_executable(xor $src/examples/xor.c)
 target_link_libraries(xor PRIVATE qkv::qkv)
 CMK
-CC=$cc "$cmake" -S "$tmp/proj" -B "$tmp/proj/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cm.log" 2>&1 \
+CC=$cc "$cmake" -S "$tmp/proj" -B "$tmp/proj/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$san" >"$tmp/cm.log" 2>&1 \
   || { cat "$tmp/cm.log"; fail "configure a project with find_package(qkv)"; }
 "$cmake" --build "$tmp/proj/build" >"$tmp/cb.log" 2>&1 || { cat "$tmp/cb.log"; fail "build it"; }
 "$tmp/proj/build/xor" >"$tmp/xor_cmake.out" || fail "xor (find_package) exited $?"
