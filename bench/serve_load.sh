@@ -8,8 +8,8 @@
 #   bench/serve_load.sh [--qkv build/qkv] [--cls RUN] [--lm RUN] [--requests N] [--clients C] [--streams S]
 #                       [--tokens T] [--threads K]
 #
-# Without --cls / --lm it trains small runs first (a 2-layer d=64 Transformer classifier on the demo reviews, a
-# 2-layer d=64 char GPT); their quality is irrelevant here, only their size. Run it on a quiet machine: the numbers
+# Without --cls / --lm it trains runs first (a 4-layer d=256 Transformer classifier on the demo reviews, a 2-layer
+# d=64 char GPT), for a few steps: their quality is irrelevant here, only their size. Run it on a quiet machine: the numbers
 # move with every other process on the cores.
 set -u
 QKV=build/qkv CLS= LM= N=2000 C=16 S=50 TOK=64 THREADS=
@@ -38,9 +38,9 @@ trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$d"' EXIT
 if [ -z "$CLS" ]; then
   R=$root/examples/data/reviews
   cat > "$d/cls.json" <<JSON
-{"model": {"type": "transformer_classifier", "d_model": 64, "n_heads": 4, "d_ff": 256, "n_layers": 2},
+{"model": {"type": "transformer_classifier", "d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 4},
  "data": {"train": "$R/train.tsv", "dev": "$R/dev.tsv"},
- "train": {"steps": 50, "batch_size": 32, "log_every": 50}, "eval": {"every": 50}}
+ "train": {"steps": 10, "batch_size": 32, "log_every": 10}, "eval": {"every": 10}}
 JSON
   "$QKV" train --config "$d/cls.json" --run "$d/cls" --quiet >/dev/null 2>&1 || { echo "serve_load: training cls failed" >&2; exit 1; }
   CLS=$d/cls
@@ -68,6 +68,8 @@ start() {
   echo "serve_load: the server did not start" >&2; cat "$d/err" >&2; exit 1
 }
 stop() { kill -INT "$PID"; wait "$PID" 2>/dev/null; PID=; }
+# CPU milliseconds (user + system) the server has used so far: unlike wall time, barely moved by other load.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$PID/stat"; }
 
 # stats FILE T0 T1 UNIT: "code seconds ..." lines -> UNIT/s, p50, p99 (ms), failures (plain awk: no gawk needed)
 stats() {
@@ -97,16 +99,18 @@ for mode in batched unbatched; do
   sed "s|URL|http://127.0.0.1:$PORT|" "$d/cls.tmpl" > "$d/cls.cfg"
   sed "s|URL|http://127.0.0.1:$PORT|" "$d/gen.tmpl" > "$d/gen.cfg"
   curl -s "http://127.0.0.1:$PORT/v1/classify" -d '{"text": "warm up"}' > /dev/null
-  t0=$(date +%s.%N)
+  c0=$(cpu_ms) t0=$(date +%s.%N)
   curl -s --parallel --parallel-max "$C" -K "$d/cls.cfg" > "$d/cls.res" 2>/dev/null
-  t1=$(date +%s.%N)
+  t1=$(date +%s.%N) c1=$(cpu_ms)
   h=$(curl -s "http://127.0.0.1:$PORT/health")
-  printf '%-9s classify  %s  (%s)\n' "$mode" "$(stats "$d/cls.res" "$t0" "$t1" req)" \
+  printf '%-9s classify  %s  server CPU %.2f ms/req  (%s)\n' "$mode" "$(stats "$d/cls.res" "$t0" "$t1" req)" \
+    "$(awk -v a="$c0" -v b="$c1" -v n="$N" 'BEGIN { print (b - a) / n }')" \
     "$(echo "$h" | sed 's/.*"batches":\([0-9]*\),"requests":\([0-9]*\),"largest_batch":\([0-9]*\).*/\1 batches, largest \3/')"
-  t0=$(date +%s.%N)
+  c0=$(cpu_ms) t0=$(date +%s.%N)
   curl -s --parallel --parallel-max "$S" -K "$d/gen.cfg" > "$d/gen.res" 2>/dev/null
-  t1=$(date +%s.%N)
+  t1=$(date +%s.%N) c1=$(cpu_ms)
   first=$(awk '{ print $3 }' "$d/gen.res" | sort -n | awk '{ t[NR] = $1 } END { printf "first event p50 %.1f ms p99 %.1f ms", t[int(NR * 0.5 + 0.5)] * 1000, t[int(NR * 0.99 + 0.5)] * 1000 }')
-  printf '%-9s streams   %s  %s\n' "$mode" "$(stats "$d/gen.res" "$t0" "$t1" stream)" "$first"
+  printf '%-9s streams   %s  %s  server CPU %.1f ms/stream\n' "$mode" "$(stats "$d/gen.res" "$t0" "$t1" stream)" "$first" \
+    "$(awk -v a="$c0" -v b="$c1" -v n="$S" 'BEGIN { print (b - a) / n }')"
   stop
 done
