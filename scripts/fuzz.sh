@@ -32,7 +32,7 @@ for n in "${names[@]}"; do
   [ "$n" = plot_log ] && quiet=(-close_fd_mask=2) # the command's own error messages
   case $n in
     safetensors|checkpoint) dict=(-dict="$root/tests/fuzz/safetensors.dict") ;;
-    hf_config|run_config|bpe_vocab|plot_log|data_reader) dict=(-dict="$root/tests/fuzz/json.dict") ;;
+    hf_config|run_config|bpe_vocab|plot_log|data_reader|serve_request) dict=(-dict="$root/tests/fuzz/json.dict") ;;
   esac
   echo "== $n ($secs s)"
   start=$(date +%s)

@@ -12,6 +12,8 @@ PKGS=(
   libpcre2-dev             # GPT-2 pre-tokenisation regex
   python3-torch python3-numpy   # PyTorch reference scripts (tests/ref, bench/quality)
   chromium                 # headless browser for the attention viewer test (tests/test_viz.c)
+  libmicrohttpd-dev        # HTTP server library of qkv serve (optional: without it qkv serve is not built)
+  curl                     # the qkv serve tests and bench/serve_load.sh drive the server with it
 )
 
 SUDO=""

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Every global symbol libqkv defines starts with qkv_ (public qkv_<module>_<verb>, internal qkv__<module>_<verb>),
 # so none can clash with a user's own names at link time. Usage: symbols.sh NM LIBRARY
+# A static library (.a) is read for the global symbols of its objects; a shared one (.so) for its dynamic symbols,
+# what a program linking it can see (internal qkv__ functions are hidden there, so only the public API remains).
 set -u
 nm=${1:?usage: symbols.sh NM LIBRARY} lib=${2:?usage: symbols.sh NM LIBRARY}
-out=$("$nm" -g --defined-only "$lib") || { echo "FAIL: $nm could not list $lib"; exit 1; }
+case $lib in
+  *.so | *.so.*) out=$("$nm" -D --defined-only "$lib") ;;
+  *) out=$("$nm" -g --defined-only "$lib") ;;
+esac || { echo "FAIL: $nm could not list $lib"; exit 1; }
 # "name: file" lines: nm prints "file.o:" before each object's symbols, "addr type name" for each symbol.
 syms=$(printf '%s\n' "$out" | awk '/:$/ {obj = substr($1, 1, length($1) - 1); next} NF == 3 {print $3 "  (" obj ")"}' | sort -u)
 n=$(printf '%s\n' "$syms" | grep -c .)

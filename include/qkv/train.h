@@ -100,6 +100,10 @@ qkv_status qkv_run_threshold(qkv_run *r, double *threshold);
 /* One input text. classify: {"label", "prob", "probs": {label: p}}; lm: {"loss", "perplexity", "tokens"}.
  * seq2seq: QKV_ERR_UNSUPPORTED (use a decoder, e.g. qkv translate). */
 struct cJSON *qkv_run_predict(qkv_run *r, const char *text);
+/* n texts at once: a JSON array of what qkv_run_predict gives for each, in order. A classifier scores them in one
+ * padded batch (one forward: the server's dynamic batching), equal to one text at a time within float rounding;
+ * other tasks go one text at a time. An error names the first text that fails ("<input>:N", N from 1). */
+struct cJSON *qkv_run_predict_batch(qkv_run *r, const char *const *texts, size_t n);
 
 /* What a trained model attends to for one input, for the viewer (`qkv viz`, `qkv demo`). Everything is heap memory
  * owned by the struct: free with qkv_run_explanation_free. Classifiers fill label/probability; every model with

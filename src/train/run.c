@@ -476,36 +476,85 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
     return out;
 }
 
+/* The classifier's answer for each example of s, one forward over all of them, into out[0..s->n). */
+static qkv_status classify_split(qkv_run *r, const split *s, cJSON **out) {
+    bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
+    qkv_ctx_reset(r->ctx);
+    int64_t *idx = malloc(sizeof *idx * (size_t)(s->n ? s->n : 1));
+    qkv_status st = idx ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; idx && i < s->n; i++) idx[i] = i;
+    qkv_batch b;
+    qkv_tensor *lp = NULL;
+    if (st == QKV_OK && qkv__batch_make(r->ctx, &r->task, s, idx, s->n, &b, NULL) == QKV_OK)
+        lp = r->type->forward(r->ctx, r->model, &b, NULL);
+    if (st == QKV_OK && !lp) st = qkv_last_status();
+    for (int64_t i = 0; st == QKV_OK && i < s->n; i++) {
+        int64_t C = lp->shape[lp->ndim - 1];
+        const float *row = qkv_f32(lp) + i * C;
+        int best = argmax(row, C);
+        cJSON *o = out[i] = cJSON_CreateObject();
+        cJSON *probs = o ? cJSON_CreateObject() : NULL;
+        if (!probs || !cJSON_AddStringToObject(o, "label", r->task.labels[best]) ||
+            !cJSON_AddNumberToObject(o, "prob", exp(row[best])) || !cJSON_AddItemToObject(o, "probs", probs)) {
+            cJSON_Delete(probs);
+            st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t c = 0; c < C && c < r->task.n_labels; c++)
+            cJSON_AddNumberToObject(probs, r->task.labels[c], exp(row[c]));
+    }
+    free(idx);
+    qkv_ctx_set_grad(r->ctx, g);
+    qkv_ctx_set_training(r->ctx, tr);
+    qkv_ctx_reset(r->ctx);
+    return st;
+}
+
 cJSON *qkv_run_predict(qkv_run *r, const char *text) {
     if (r->task.kind == TASK_TAGGING) return qkv__tagging_tag(r, text);
     split s;
     if (qkv__task_encode_text(&r->task, text, &s) != QKV_OK) return NULL;
     cJSON *out = NULL;
     if (r->task.kind == TASK_CLASSIFY) {
-        bool g = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
-        qkv_ctx_reset(r->ctx);
-        int64_t idx = 0;
-        qkv_batch b;
-        qkv_tensor *lp = NULL;
-        if (qkv__batch_make(r->ctx, &r->task, &s, &idx, 1, &b, NULL) == QKV_OK)
-            lp = r->type->forward(r->ctx, r->model, &b, NULL);
-        if (lp) {
-            int64_t C = lp->shape[lp->ndim - 1];
-            const float *row = qkv_f32(lp);
-            int best = argmax(row, C);
-            out = cJSON_CreateObject();
-            cJSON_AddStringToObject(out, "label", r->task.labels[best]);
-            cJSON_AddNumberToObject(out, "prob", exp(row[best]));
-            cJSON *probs = cJSON_AddObjectToObject(out, "probs");
-            for (int64_t c = 0; c < C && c < r->task.n_labels; c++)
-                cJSON_AddNumberToObject(probs, r->task.labels[c], exp(row[c]));
+        if (classify_split(r, &s, &out) != QKV_OK) {
+            cJSON_Delete(out);
+            out = NULL;
         }
-        qkv_ctx_set_grad(r->ctx, g);
-        qkv_ctx_set_training(r->ctx, tr);
-        qkv_ctx_reset(r->ctx);
     } else {
         out = qkv__run_evaluate(r, &s, 0); /* lm: the text's own loss over its windows */
     }
     qkv__split_free(&s);
     return out;
+}
+
+cJSON *qkv_run_predict_batch(qkv_run *r, const char *const *texts, size_t n) {
+    if (r->task.kind != TASK_CLASSIFY) {
+        cJSON *all = cJSON_CreateArray();
+        for (size_t i = 0; all && i < n; i++) {
+            cJSON *one = qkv_run_predict(r, texts[i]);
+            if (!one) {
+                cJSON_Delete(all);
+                return NULL;
+            }
+            cJSON_AddItemToArray(all, one);
+        }
+        if (!all) qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return all;
+    }
+    split s;
+    if (qkv__task_encode_texts(&r->task, texts, n, &s) != QKV_OK) return NULL;
+    cJSON **one = calloc(n ? n : 1, sizeof *one);
+    cJSON *all = one ? cJSON_CreateArray() : NULL;
+    qkv_status st = all ? classify_split(r, &s, one) : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; one && i < n; i++) {
+        if (st == QKV_OK) cJSON_AddItemToArray(all, one[i]);
+        else cJSON_Delete(one[i]);
+    }
+    free(one);
+    qkv__split_free(&s);
+    if (st != QKV_OK) {
+        cJSON_Delete(all);
+        return NULL;
+    }
+    return all;
 }

@@ -569,6 +569,10 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
 }
 
 qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
+    return qkv__task_encode_texts(t, &text, 1, s);
+}
+
+qkv_status qkv__task_encode_texts(task *t, const char *const *texts, size_t n_texts, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
     if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING || t->kind == TASK_PAIRS || t->kind == TASK_SUMMARIZE)
@@ -576,16 +580,20 @@ qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
                              t->kind == TASK_PAIRS       ? "model type (pairs: use qkv similar)"
                              : t->kind == TASK_SUMMARIZE ? "task (use qkv summarize)"
                                                          : "model type");
-    qkv_row row = {.line = 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
-    char *fields[2];
-    size_t lens[2];
-    row.fields = fields;
-    row.lens = lens;
-    fields[0] = t->kind == TASK_CLASSIFY ? t->labels[0] : (char *)text;
-    lens[0] = strlen(fields[0]);
-    fields[1] = (char *)text;
-    lens[1] = strlen(text);
-    qkv_status st = add_row(t, "<input>", &row, s);
+    qkv_status st = QKV_OK;
+    for (size_t i = 0; i < n_texts && st == QKV_OK; i++) {
+        const char *text = texts[i];
+        qkv_row row = {.line = (int64_t)i + 1, .n_fields = t->kind == TASK_CLASSIFY ? 2 : 1};
+        char *fields[2];
+        size_t lens[2];
+        row.fields = fields;
+        row.lens = lens;
+        fields[0] = t->kind == TASK_CLASSIFY ? t->labels[0] : (char *)text;
+        lens[0] = strlen(fields[0]);
+        fields[1] = (char *)text;
+        lens[1] = strlen(text);
+        st = add_row(t, "<input>", &row, s);
+    }
     if (st == QKV_OK && t->kind == TASK_LM) st = lm_windows(t, s);
     if (st == QKV_OK && s->n == 0) st = qkv_error_set(QKV_ERR_INVALID, "the text is too short to score");
     if (st != QKV_OK) qkv__split_free(s);

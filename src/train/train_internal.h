@@ -72,6 +72,8 @@ void qkv__task_free(task *t);
 qkv_status qkv__task_load(task *t, const char *path, split *out);
 /* One text (classify, lm) as a split of one example (lm: one window over the whole text). */
 qkv_status qkv__task_encode_text(task *t, const char *text, split *out);
+/* n texts (classify) as a split of n examples, example i from texts[i]. */
+qkv_status qkv__task_encode_texts(task *t, const char *const *texts, size_t n, split *out);
 void qkv__task_info(const task *t, qkv_task_info *info);
 /* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
  * malloc'd (NULL when *n == 0). */

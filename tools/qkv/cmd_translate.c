@@ -9,6 +9,7 @@
 #include "qkv/decoder.h"
 #include "qkv/train.h"
 #include "run_view.h"
+#include "translate_run.h"
 
 static void help(FILE *out) {
     fprintf(out,
@@ -26,16 +27,6 @@ static void help(FILE *out) {
             "(source, translation) with the attention captured; rows are target tokens, columns source tokens.\n"
             "LSTM: its attention (one map); Transformer: each decoder layer's cross-attention (all heads), then\n"
             "the encoder's and the decoder's self-attention.\n");
-}
-
-typedef struct {
-    qkv_run *r;
-} detok_ctx;
-
-static char *detok(const int32_t *tokens, int len, void *user) {
-    char *text = NULL;
-    if (qkv_run_decode_target(((detok_ctx *)user)->r, tokens, (size_t)len, &text) != QKV_OK) return NULL;
-    return text;
 }
 
 /* Copies of a sentence's source ids and best hypothesis for the alignment page; false when out of memory. */
@@ -75,23 +66,18 @@ static const char *translate_conflict(int argc, char **argv, bool mbr) {
 
 /* Where each translation goes, in input order: printed at once (the n-best with their scores), kept for --view. */
 typedef struct {
-    detok_ctx *dc;
-    bool mbr;
-    qkv_mbr_utility u;
+    qkv_run *r;
     int n_best;
     run_view_pair *pairs;
     size_t n_pairs;
     const cli_lines *lines;
-    int32_t *const *ids;
-    const int *lens;
+    const translate_job *job;
 } out_ctx;
 
 static qkv_status print_one(int index, qkv_hyps *hs, void *user) {
     out_ctx *c = user;
-    qkv_status st = c->mbr ? qkv_mbr_reduce(hs, c->u, detok, c->dc) : QKV_OK;
-    if (st) return st;
     for (int k = 0; k < hs->n && k < c->n_best; k++) {
-        char *text = detok(hs->h[k].tokens, hs->h[k].len, c->dc);
+        char *text = translate_text(c->r, hs->h[k].tokens, hs->h[k].len);
         if (c->n_best > 1) printf("%s%s\t%.4f", k ? "\t" : "", text ? text : "", hs->h[k].score);
         else printf("%s", text ? text : "");
         free(text);
@@ -99,7 +85,7 @@ static qkv_status print_one(int index, qkv_hyps *hs, void *user) {
     printf("\n");
     fflush(stdout);
     if (!c->pairs) return QKV_OK;
-    if (!keep_pair(&c->pairs[c->n_pairs], c->lines->line[index], c->ids[index], c->lens[index],
+    if (!keep_pair(&c->pairs[c->n_pairs], c->lines->line[index], c->job->ids[index], c->job->lens[index],
                    hs->n ? &hs->h[0] : NULL))
         return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     c->n_pairs++;
@@ -170,52 +156,29 @@ static int run(int argc, char **argv) {
         rc = cli_error("translate", CLI_RUNTIME, "out of memory");
         goto done;
     }
-    int64_t src_max;
-    qkv_decode_opts o = qkv_decode_defaults();
-    qkv_run_target_ids(r, &o.bos, &o.eos, &o.pad, &src_max);
-    o.beam = (int)beam;
-    o.n_best = (int)n_best;
-    o.alpha = (float)alpha;
-    o.temperature = (float)temperature;
-    o.n_samples = (int)(mbr ? mbr : 1);
-    detok_ctx dc = {r};
-    size_t n_lines = lines->n;
-    int32_t **ids = calloc(n_lines ? n_lines : 1, sizeof *ids);
-    int *lens = malloc(sizeof(int) * (n_lines ? n_lines : 1)), *max_lens = malloc(sizeof(int) * (n_lines ? n_lines : 1));
-    if (!ids || !lens || !max_lens) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
-    for (size_t l = 0; l < n_lines && rc == CLI_OK; l++) {
-        size_t n = 0;
-        if (qkv_run_encode(r, lines->line[l], &ids[l], &n) != QKV_OK) {
-            rc = cli_error("translate", CLI_INPUT, "%s:%zu: %s", path, l + 1, qkv_last_error());
-            break;
-        }
-        if ((int64_t)n > src_max) n = (size_t)src_max;
-        if (!n) { /* an empty line still has one (pad) position to attend to */
-            free(ids[l]);
-            if (!(ids[l] = malloc(sizeof(int32_t)))) rc = cli_error("translate", CLI_RUNTIME, "out of memory");
-            else ids[l][0] = o.pad >= 0 ? o.pad : 0;
-            n = 1;
-        }
-        lens[l] = (int)n;
-        max_lens[l] = max_len ? (int)max_len : 2 * (int)n + 10;
-    }
-    qkv_batch_opts bo = qkv_batch_defaults();
-    bo.search = mbr ? QKV_SEARCH_SAMPLE : beam > 1 ? QKV_SEARCH_BEAM : QKV_SEARCH_GREEDY;
-    bo.batch_size = (int)batch;
-    bo.batch_tokens = batch_tokens;
-    bo.seed = (uint64_t)seed;
-    out_ctx oc = {.dc = &dc, .mbr = mbr > 0, .u = u, .n_best = o.n_best, .pairs = pairs, .lines = lines,
-                  .ids = ids, .lens = lens};
+    translate_opts t = translate_defaults();
+    t.beam = (int)beam;
+    t.n_best = (int)n_best;
+    t.mbr = (int)mbr;
+    t.max_len = (int)max_len;
+    t.batch = (int)batch;
+    t.batch_tokens = batch_tokens;
+    t.seed = (uint64_t)seed;
+    t.alpha = (float)alpha;
+    t.temperature = (float)temperature;
+    t.utility = u;
+    translate_job job;
+    int bad;
+    qkv_status st = translate_prepare(&job, r, &t, (int)lines->n, (const char *const *)lines->line, &bad);
+    if (st != QKV_OK && bad >= 0) rc = cli_error("translate", CLI_INPUT, "%s:%d: %s", path, bad + 1, qkv_last_error());
+    else if (st != QKV_OK) rc = cli_error("translate", cli_status_exit(st), "%s", qkv_last_error());
+    out_ctx oc = {.r = r, .n_best = t.n_best, .pairs = pairs, .lines = lines, .job = &job};
     if (rc == CLI_OK) {
-        qkv_status st = qkv_decode_batch(&dec, (int)n_lines, (const int32_t *const *)ids, lens, max_lens, &o, &bo,
-                                         print_one, &oc);
+        st = translate_decode(&job, print_one, &oc);
         if (st != QKV_OK) rc = cli_error("translate", cli_status_exit(st), "%s: %s", path, qkv_last_error());
     }
+    translate_free(&job);
     n_pairs = oc.n_pairs;
-    for (size_t l = 0; ids && l < n_lines; l++) free(ids[l]);
-    free(ids);
-    free(lens);
-    free(max_lens);
     if (rc == CLI_OK && pairs) {
         if (run_view_write_pairs(r, dir, pairs, (int)n_pairs, view) != QKV_OK)
             rc = cli_error("translate", cli_status_exit(qkv_last_status()), "--view: %s", qkv_last_error());

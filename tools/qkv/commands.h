@@ -23,5 +23,6 @@ extern const cli_command cmd_tag;
 extern const cli_command cmd_config;
 extern const cli_command cmd_similar;
 extern const cli_command cmd_lesson;
+extern const cli_command cmd_serve; /* built with libmicrohttpd (QKV_HAVE_SERVE) */
 
 #endif

@@ -26,6 +26,9 @@ static const cli_command *const commands[] = {
     &cmd_attend,
     &cmd_bench,
     &cmd_lesson,
+#ifdef QKV_HAVE_SERVE
+    &cmd_serve,
+#endif
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
