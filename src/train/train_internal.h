@@ -126,6 +126,24 @@ void qkv__batch_plan_free(batch_plan *p);
 qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,
                            int64_t *tokens);
 
+/* Data-parallel gradient averaging over ranks (grad_sync.c, docs/distributed.md). bucket_bytes 0: one bucket sent
+ * after backward. Per step: begin(scale = this rank's share of the global batch's loss weight), set
+ * qkv__grad_sync_ready as the context's grad-ready hook for the backward pass, then finish: every parameter's gradient
+ * becomes the weighted sum over ranks (the same bits on every rank). */
+typedef struct grad_sync grad_sync;
+grad_sync *qkv__grad_sync_new(qkv_params *p, size_t bucket_bytes);
+void qkv__grad_sync_free(grad_sync *gs);
+int qkv__grad_sync_buckets(const grad_sync *gs);
+void qkv__grad_sync_begin(grad_sync *gs, float scale);
+void qkv__grad_sync_ready(void *user, qkv_tensor *leaf);
+qkv_status qkv__grad_sync_finish(grad_sync *gs, qkv_ctx *ctx);
+
+/* Data-parallel start (run_dist.c), collective over all ranks, no-ops in a one-process world: the same binary and
+ * config on every rank and the run directory visible to all (rank 0 creates it), else an error on every rank and
+ * nothing left in the directory; then rank 0's weights to every rank, and a dropout stream of its own to each. */
+qkv_status qkv__run_dist_check(const char *dir, const char *cfg_text);
+qkv_status qkv__run_dist_share(qkv_run *r);
+
 struct qkv_run {
     char *dir;
     struct cJSON *cfg;
