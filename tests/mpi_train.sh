@@ -78,6 +78,24 @@ expect_rc "3 ranks (a global batch of 8 does not divide)" 0 \
   mpi -np 3 "$QKV" train --config "$T/gpt.json" --run "$T/three" --quiet --set train.steps=20
 within "3 ranks == 1 process (20 steps)" "$T/one/log.jsonl" "$T/three/log.jsonl" 1 20 1e-5
 
+# Variable-length batches (an encoder-decoder on sentence pairs): the slices have other lengths and their own
+# padding, the loss weights are token counts, and backward finishes parameters in another order on each rank
+# (buckets must still start in the same order everywhere).
+TR=${QKV_SHARED:-}/data/translation/train.tsv
+if [ -f "$TR" ]; then
+  head -3000 "$TR" >"$T/tr.tsv"
+  cat >"$T/s2s.json" <<JSON
+{"model": {"type": "transformer_seq2seq", "d_model": 32, "n_heads": 2, "d_ff": 64, "n_enc_layers": 1,
+           "n_dec_layers": 1, "dropout": 0},
+ "data": {"train": "$T/tr.tsv", "tokenizer": "word", "max_len": 40, "max_vocab": 2000},
+ "train": {"steps": 30, "batch_size": 16, "log_every": 1, "checkpoint_every": 0}, "seed": 5}
+JSON
+  "$QKV" train --config "$T/s2s.json" --run "$T/s2s_one" --quiet >"$T/out" 2>&1 || { cat "$T/out"; bad "s2s 1 process"; }
+  expect_rc "seq2seq on 2 ranks (buckets of 50 KB)" 0 \
+    mpi -np 2 -x QKV_DIST_BUCKET_MB=0.05 "$QKV" train --config "$T/s2s.json" --run "$T/s2s_two" --quiet
+  within "seq2seq: 2 ranks x 8 == 1 process x 16 (30 steps)" "$T/s2s_one/log.jsonl" "$T/s2s_two/log.jsonl" 1 30 1e-5
+fi
+
 # ---- resume a 2-rank checkpoint with 1 and with 2 ranks ------------------------------------------------------
 for m in 1 2; do
   mkdir -p "$T/res$m"

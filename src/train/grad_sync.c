@@ -3,7 +3,8 @@
  *
  * Buckets hold parameters in reverse collection order, the order in which backward finishes them (a model's last
  * layers come last in its collection and first in backward). A bucket's allreduce starts when the autograd hook
- * (qkv_ctx_set_grad_ready) has reported every parameter in it; whatever backward never reported is sent at the end.
+ * (qkv_ctx_set_grad_ready) has reported every parameter in it and every bucket before it has started (the same
+ * order on every rank, as MPI requires); whatever backward never reported is sent at the end.
  * Each rank's gradient is that of the mean loss over its own slice, so it is scaled by its share of the global
  * batch's loss weight (tokens, or examples) before the sum: the result is the gradient of the mean over the global
  * batch, as one process with the whole batch would compute it. Summation in rank order (qkv_dist) makes the bits
@@ -19,7 +20,6 @@ typedef struct bucket {
     int first, count;      /* entries [first, first + count) of gs->order */
     int64_t numel;
     int ready;             /* parameters of this bucket reported so far this step */
-    bool issued;
     qkv_dist_request req;
     float *buf;
 } bucket;
@@ -35,6 +35,7 @@ struct grad_sync {
     bool *reported;
     bucket *b;
     int n_buckets;
+    int next;              /* the bucket to issue next: all ranks issue them in index order */
     float scale;
     qkv_status st;
 };
@@ -117,10 +118,10 @@ int qkv__grad_sync_buckets(const grad_sync *gs) { return gs->n_buckets; }
 void qkv__grad_sync_begin(grad_sync *gs, float scale) {
     gs->scale = scale;
     gs->st = QKV_OK;
+    gs->next = 0;
     memset(gs->reported, 0, sizeof *gs->reported * (size_t)gs->n);
     for (int i = 0; i < gs->n_buckets; i++) {
         gs->b[i].ready = 0;
-        gs->b[i].issued = false;
         gs->b[i].req = -1;
     }
 }
@@ -138,7 +139,6 @@ static void issue(grad_sync *gs, int i) {
         const float *g = qkv_f32(t->grad);
         for (int64_t k = 0; k < n; k++) dst[k] = g[k] * gs->scale;
     }
-    b->issued = true;
     if (gs->st == QKV_OK) gs->st = qkv_dist_iallreduce_f32(b->buf, (size_t)b->numel, &b->req);
 }
 
@@ -149,14 +149,15 @@ void qkv__grad_sync_ready(void *user, qkv_tensor *t) {
     int j = gs->sorted_pos[hit - gs->sorted];
     if (gs->reported[j]) return;
     gs->reported[j] = true;
-    int i = gs->bucket_of[j];
-    if (++gs->b[i].ready == gs->b[i].count && !gs->b[i].issued) issue(gs, i);
+    gs->b[gs->bucket_of[j]].ready++;
+    /* Non-blocking collectives must start in the same order on every rank, and the order in which backward finishes
+     * parameters can differ between ranks (their slices differ): a complete bucket waits for those before it. */
+    while (gs->next < gs->n_buckets && gs->b[gs->next].ready == gs->b[gs->next].count) issue(gs, gs->next++);
     qkv_dist_progress(); /* lets MPI move the buckets already issued */
 }
 
 qkv_status qkv__grad_sync_finish(grad_sync *gs, qkv_ctx *ctx) {
-    for (int i = 0; i < gs->n_buckets; i++)
-        if (!gs->b[i].issued) issue(gs, i);
+    while (gs->next < gs->n_buckets) issue(gs, gs->next++);
     qkv_status st = gs->st;
     for (int i = 0; i < gs->n_buckets; i++) {
         qkv_status w = qkv_dist_wait(gs->b[i].req);
