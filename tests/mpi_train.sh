@@ -139,6 +139,9 @@ for how in STOP KILL; do
 done
 
 # ---- bad input: refused on every rank before anything is written ----------------------------------------------
+expect_msg "a bad QKV_DIST_BUCKET_MB is bad input" 2 'QKV_DIST_BUCKET_MB: .4MB. is not a size' \
+  mpi -np 2 -x QKV_DIST_BUCKET_MB=4MB "$QKV" train --config "$T/gpt.json" --run "$T/badenv" --quiet
+[ -e "$T/badenv" ] && bad "a bad QKV_DIST_BUCKET_MB left a run directory" || ok "a bad QKV_DIST_BUCKET_MB writes nothing"
 expect_msg "ranks with different configs" 2 'rank 1 has a different config than rank 0' \
   mpi -np 1 "$QKV" train --config "$T/gpt.json" --run "$T/cfg" : -np 1 "$QKV" train --config "$T/gpt.json" \
   --run "$T/cfg" --set train.optimizer.lr=0.01

@@ -113,6 +113,17 @@ grad_sync *qkv__grad_sync_new(qkv_params *p, size_t bucket_bytes) {
     return gs;
 }
 
+qkv_status qkv__grad_sync_bucket_bytes(size_t *bytes) {
+    const char *v = getenv("QKV_DIST_BUCKET_MB");
+    char *end = NULL;
+    double mb = v && *v ? strtod(v, &end) : 4;
+    if (v && *v && (*end || !(mb >= 0) || mb > 1048576))
+        return qkv_error_set(QKV_ERR_INVALID, "QKV_DIST_BUCKET_MB: '%s' is not a size in MiB (0 .. 1048576; 0 = one "
+                             "bucket after backward)", v);
+    *bytes = (size_t)(mb * 1048576.0);
+    return QKV_OK;
+}
+
 int qkv__grad_sync_buckets(const grad_sync *gs) { return gs->n_buckets; }
 
 void qkv__grad_sync_begin(grad_sync *gs, float scale) {

@@ -398,13 +398,6 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
     return QKV_OK;
 }
 
-/* Bytes of the gradient buckets (QKV_DIST_BUCKET_MB, default 4; 0: one bucket after backward, no overlap). */
-static size_t bucket_bytes(void) {
-    const char *v = getenv("QKV_DIST_BUCKET_MB");
-    double mb = v && *v ? atof(v) : 4;
-    return mb > 0 ? (size_t)(mb * 1048576.0) : 0;
-}
-
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
     task_kind k = L->r->task.kind;
@@ -420,7 +413,9 @@ static void pick_metric(loop_ctx *L) {
 qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_outcome *outcome) {
     if (!r->have_train || !r->opt) return qkv_error_set(QKV_ERR_INVALID, "this run was not opened for training");
     loop_ctx L = {.r = r, .hooks = hooks, .t0 = now(), .rank = qkv_dist_rank(), .world = qkv_dist_size()};
-    if (L.world > 1 && !(L.sync = qkv__grad_sync_new(r->params, bucket_bytes()))) return qkv_last_status();
+    size_t bucket = 0;
+    if (L.world > 1 && qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK) return qkv_last_status(); /* the same on every rank */
+    if (L.world > 1 && !(L.sync = qkv__grad_sync_new(r->params, bucket))) return qkv_last_status();
     pick_metric(&L);
     if (r->have_dev && r->task.kind == TASK_CLASSIFY && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
         strcmp(L.metric, "macro_f1"))

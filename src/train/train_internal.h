@@ -132,6 +132,8 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
  * becomes the weighted sum over ranks (the same bits on every rank). */
 typedef struct grad_sync grad_sync;
 grad_sync *qkv__grad_sync_new(qkv_params *p, size_t bucket_bytes);
+/* The bucket size QKV_DIST_BUCKET_MB asks for (MiB, default 4, 0 = one bucket); a bad value is QKV_ERR_INVALID. */
+qkv_status qkv__grad_sync_bucket_bytes(size_t *bytes);
 void qkv__grad_sync_free(grad_sync *gs);
 int qkv__grad_sync_buckets(const grad_sync *gs);
 void qkv__grad_sync_begin(grad_sync *gs, float scale);
