@@ -108,6 +108,22 @@ done
 if cmp -s <(records "$T/two/log.jsonl") <(records "$T/res2/log.jsonl"); then ok "2 -> 2 resume is bit-identical"
 else bad "2 -> 2 resume differs from the uninterrupted run"; fi
 
+# ---- ZeRO-1: optimiser state sharded over the ranks ---------------------------------------------------------------
+# Gradient clipping on: its norm is summed over the shards.
+"$QKV" train --config "$T/gpt.json" --run "$T/clip_one" --quiet --set train.clip_norm=0.5 >"$T/out" 2>&1 \
+  || { cat "$T/out"; bad "1 process with clipping"; }
+expect_rc "ZeRO-1 on 2 ranks" 0 \
+  mpi -np 2 -x QKV_DIST_ZERO=1 "$QKV" train --config "$T/gpt.json" --run "$T/zero2" --quiet --set train.clip_norm=0.5
+within "ZeRO-1, 2 ranks == 1 process (50 steps, clip_norm 0.5)" "$T/clip_one/log.jsonl" "$T/zero2/log.jsonl" 1 50 1e-5
+expect_rc "ZeRO-1 on 3 ranks, 25 steps" 0 \
+  mpi -np 3 -x QKV_DIST_ZERO=1 "$QKV" train --config "$T/gpt.json" --run "$T/zero3" --quiet --set train.clip_norm=0.5 \
+  --set train.steps=25
+expect_rc "a ZeRO-1 checkpoint of 3 ranks resumed by 1 process" 0 \
+  "$QKV" train --resume --run "$T/zero3" --quiet --set train.steps=50
+within "  ... continues as the uninterrupted run (steps 26-50)" "$T/clip_one/log.jsonl" "$T/zero3/log.jsonl" 26 25 1e-5
+expect_msg "a bad QKV_DIST_ZERO is bad input" 2 "QKV_DIST_ZERO: 'yes' is not 0 or 1" \
+  mpi -np 2 -x QKV_DIST_ZERO=yes "$QKV" train --config "$T/gpt.json" --run "$T/badzero" --quiet
+
 # ---- a rank that dies or hangs ---------------------------------------------------------------------------------
 rank_pid() { # the pid of one rank of the job whose mpirun is $1
   for _ in $(seq 600); do

@@ -43,6 +43,11 @@ qkv_status qkv_dist_allreduce_max_i64(int64_t *buf, size_t n);
 qkv_status qkv_dist_bcast(void *buf, size_t bytes, int root);
 qkv_status qkv_dist_barrier(void);
 
+/* ZeRO-1's two halves. reduce_scatter: send holds size x block floats; recv (block floats) <- the rank-ordered sum
+ * of every rank's block number rank. allgather: recv (size x bytes) <- every rank's send (bytes), in rank order. */
+qkv_status qkv_dist_reduce_scatter_f32(const float *send, float *recv, size_t block);
+qkv_status qkv_dist_allgather(const void *send, void *recv, size_t bytes);
+
 /* A non-blocking sum (qkv_dist_allreduce_f32's order). Start it, let the caller work (calling qkv_dist_progress
  * now and then lets MPI move data meanwhile), and qkv_dist_wait before reading buf. A one-process world finishes
  * at once. At most QKV_DIST_MAX_PENDING at a time. */

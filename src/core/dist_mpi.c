@@ -141,6 +141,30 @@ qkv_status qkv_dist_allreduce_max_i64(int64_t *buf, size_t n) {
     return allreduce(buf, n, MPI_INT64_T, MPI_MAX, "allreduce (max)");
 }
 
+qkv_status qkv_dist_reduce_scatter_f32(const float *send, float *recv, size_t block) {
+    if (!D.active || D.size == 1) {
+        if (recv != send) memcpy(recv, send, block * sizeof *recv);
+        return QKV_OK;
+    }
+    if (block > (size_t)INT32_MAX) return qkv_error_set(QKV_ERR_INVALID, "reduce-scatter of %zu floats", block);
+    MPI_Request req;
+    qkv_status st = check(MPI_Ireduce_scatter_block(send, recv, (int)block, MPI_FLOAT, D.sum_f32, MPI_COMM_WORLD,
+                                                    &req), "reduce-scatter");
+    return st ? st : wait_for(&req, "reduce-scatter");
+}
+
+qkv_status qkv_dist_allgather(const void *send, void *recv, size_t bytes) {
+    if (!D.active || D.size == 1) {
+        if (recv != send) memcpy(recv, send, bytes);
+        return QKV_OK;
+    }
+    if (bytes > (size_t)INT32_MAX) return qkv_error_set(QKV_ERR_INVALID, "allgather of %zu bytes", bytes);
+    MPI_Request req;
+    qkv_status st = check(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req),
+                          "allgather");
+    return st ? st : wait_for(&req, "allgather");
+}
+
 qkv_status qkv_dist_bcast(void *buf, size_t bytes, int root) {
     if (!D.active || D.size == 1 || bytes == 0) return QKV_OK;
     if (bytes > (size_t)INT32_MAX) return qkv_error_set(QKV_ERR_INVALID, "broadcast of %zu bytes is too large", bytes);

@@ -135,6 +135,7 @@ typedef struct loop_ctx {
      * writes the log, evaluates and checkpoints; the others have no log (emit writes nothing). */
     int rank, world;
     grad_sync *sync;
+    zero_shard *zero; /* QKV_DIST_ZERO=1: optimiser state sharded (zero.c) instead of replicated */
 } loop_ctx;
 
 /* Seconds of training proper since the loop started: train.max_seconds is a budget of these, so how often a run
@@ -378,8 +379,9 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
     }
     double share = ctl[2] > 0 ? weight / ctl[2] : 0;
     *real = ctl[3];
-    qkv__grad_sync_begin(L->sync, (float)share);
-    if (qkv__grad_sync_buckets(L->sync) > 1) qkv_ctx_set_grad_ready(r->ctx, qkv__grad_sync_ready, L->sync);
+    if (!L->zero) qkv__grad_sync_begin(L->sync, (float)share);
+    if (!L->zero && qkv__grad_sync_buckets(L->sync) > 1)
+        qkv_ctx_set_grad_ready(r->ctx, qkv__grad_sync_ready, L->sync);
     qkv_tensor *loss_t = hi > lo ? r->type->loss(r->ctx, r->model, &b) : NULL;
     bool failed = hi > lo && (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK);
     char message[480] = "";
@@ -387,7 +389,7 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
     if (failed) snprintf(message, sizeof message, "%s", qkv_last_error());
     qkv_ctx_set_grad_ready(r->ctx, NULL, NULL);
     /* Every rank takes part in the sums even when its own step failed, so none waits for it. */
-    st = qkv__grad_sync_finish(L->sync, r->ctx);
+    st = L->zero ? qkv__zero_reduce(L->zero, r->ctx, (float)share) : qkv__grad_sync_finish(L->sync, r->ctx);
     double sums[2] = {loss_t && !failed ? (double)qkv_f32(loss_t)[0] * share : 0, failed};
     qkv_status s2 = qkv_dist_allreduce_f64(sums, 2);
     if (!st) st = s2;
@@ -416,6 +418,15 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     size_t bucket = 0;
     if (L.world > 1 && qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK) return qkv_last_status(); /* the same on every rank */
     if (L.world > 1 && !(L.sync = qkv__grad_sync_new(r->params, bucket))) return qkv_last_status();
+    bool zero = false;
+    if (L.world > 1 && qkv__zero_wanted(&zero) != QKV_OK) {
+        qkv__grad_sync_free(L.sync);
+        return qkv_last_status();
+    }
+    if (zero && !(L.zero = qkv__zero_new(r->params, r->opt))) {
+        qkv__grad_sync_free(L.sync);
+        return qkv_last_status();
+    }
     pick_metric(&L);
     if (r->have_dev && r->task.kind == TASK_CLASSIFY && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
         strcmp(L.metric, "macro_f1"))
@@ -472,16 +483,21 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         st = dist_step(&L, idx, count, want_stop, out_of_time, &loss, &real, &halt, &out);
         if (st || halt) break;
         r->state.data_pos++;
-        const char *bad = grad_check(r->params, &grad_norm);
+        const char *bad = NULL;
+        if (L.zero) st = qkv__zero_grad_check(L.zero, &grad_norm, &bad);
+        else bad = grad_check(r->params, &grad_norm);
+        if (st) break;
         double lr = qkv_schedule_lr(&r->sched, r->state.step);
         if (!isfinite(loss) || bad) { /* every rank sees the same sums, so all come here together */
             st = share_outcome(&L, nonfinite(&L, loss, isfinite(loss) ? bad : NULL), NULL);
             qkv_optim_zero_grad(r->opt);
         } else {
             if (clip_value > 0) qkv_clip_grad_value(r->params, (float)clip_value);
-            if (clip_norm > 0) qkv_clip_grad_norm(r->params, (float)clip_norm);
+            if (clip_norm > 0 && L.zero) st = qkv__zero_clip_norm(L.zero, (float)clip_norm);
+            else if (clip_norm > 0) qkv_clip_grad_norm(r->params, (float)clip_norm);
             qkv_optim_set_lr(r->opt, (float)lr);
-            st = qkv_optim_step(r->opt);
+            if (st == QKV_OK) st = qkv_optim_step(r->opt); /* ZeRO-1: the parameters this rank owns */
+            if (st == QKV_OK && L.zero) st = qkv__zero_gather(L.zero);
             qkv_optim_zero_grad(r->opt);
             r->loop.nonfinite_skips = 0;
             r->loop.acc_loss += loss;
@@ -516,13 +532,19 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         }
         bool stop = false;
         bool evaluate = r->have_dev && eval_every > 0 && r->state.step % eval_every == 0;
+        /* ZeRO-1: rank 0 writes one process's checkpoints (best.safetensors at an eval too), so it holds every
+         * optimiser state while it may write. */
+        if (st == QKV_OK && evaluate && L.zero) st = qkv__zero_collect(L.zero, true);
         if (st == QKV_OK && evaluate && L.rank == 0) st = eval_dev(&L, &stop);
         if (logged || evaluate) st = share_outcome(&L, st, &stop);
-        if (st == QKV_OK && ((ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop)) {
-            if (L.rank == 0) st = checkpoint(&L);
+        bool ckpt = (ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop;
+        if (st == QKV_OK && ckpt) {
+            if (L.zero && !evaluate) st = qkv__zero_collect(L.zero, true);
+            if (st == QKV_OK && L.rank == 0) st = checkpoint(&L);
             st = share_outcome(&L, st, NULL);
             saved = true;
         }
+        if (st == QKV_OK && L.zero && (evaluate || ckpt)) st = qkv__zero_collect(L.zero, false);
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
@@ -604,13 +626,14 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    if (st == QKV_OK && out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every &&
-        L.rank == 0) {
+    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every;
+    bool last_save = (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved;
+    if (st == QKV_OK && L.zero && (last_eval || last_save)) st = qkv__zero_collect(L.zero, true);
+    if (st == QKV_OK && last_eval && L.rank == 0) {
         bool ignored;
         st = eval_dev(&L, &ignored); /* the last steps count too: score them before stopping */
     }
-    if (st == QKV_OK && (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved && L.rank == 0)
-        st = checkpoint(&L);
+    if (st == QKV_OK && last_save && L.rank == 0) st = checkpoint(&L);
     if (st == QKV_OK && L.log) {
         cJSON *rec = cJSON_CreateObject();
         cJSON_AddStringToObject(rec, "kind", "end");
@@ -632,6 +655,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     }
     if (L.log) fclose(L.log);
     qkv__grad_sync_free(L.sync);
+    qkv__zero_free(L.zero);
     curves_free(&L.curves);
     if (outcome) *outcome = out;
     return st;

@@ -61,14 +61,16 @@ qkv_status qkv__run_dist_check(const char *dir, const char *cfg_text) {
         return qkv_error_set(QKV_ERR_INVALID, "rank %lld has a different config than rank 0 (the resolved config, "
                              "--set included, differs): every rank must train the same config", (long long)cfg_bad);
     size_t bucket;
+    bool zero;
     char env_error[512] = "";
-    bool env_bad = qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK;
+    bool env_bad = qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK || qkv__zero_wanted(&zero) != QKV_OK;
     if (env_bad) snprintf(env_error, sizeof env_error, "%s", qkv_last_error());
     int64_t env_who;
     if ((st = first_bad(env_bad, &env_who))) return st;
     if (env_who >= 0 && env_bad) return qkv_error_set(QKV_ERR_INVALID, "%s", env_error);
     if (env_who >= 0)
-        return qkv_error_set(QKV_ERR_INVALID, "rank %lld has a bad QKV_DIST_BUCKET_MB", (long long)env_who);
+        return qkv_error_set(QKV_ERR_INVALID, "rank %lld has a bad QKV_DIST_BUCKET_MB or QKV_DIST_ZERO",
+                             (long long)env_who);
 
     /* Rank 0 creates the directory if needed and drops the probe; the others read it back. */
     struct {

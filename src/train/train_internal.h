@@ -146,6 +146,30 @@ qkv_status qkv__grad_sync_finish(grad_sync *gs, qkv_ctx *ctx);
 qkv_status qkv__run_dist_check(const char *dir, const char *cfg_text);
 qkv_status qkv__run_dist_share(qkv_run *r);
 
+/* Optimiser slots (one per trainable parameter, collection order) for ZeRO-1 (zero.c): a remote slot is skipped by
+ * qkv_optim_step and holds no state (freed); making it local again allocates zeroed, named state to fill. */
+int qkv__optim_slots(const qkv_optim *o);
+int qkv__optim_states_per_slot(const qkv_optim *o); /* 0, 1 (SGD with momentum) or 2 */
+qkv_tensor *qkv__optim_slot_param(const qkv_optim *o, int i);
+qkv_tensor *qkv__optim_slot_state(const qkv_optim *o, int i, int which);
+qkv_status qkv__optim_slot_set_remote(qkv_optim *o, int i, bool remote);
+
+/* ZeRO-1 (zero.c, docs/distributed.md): optimiser state sharded over ranks by whole parameters. Per step, instead
+ * of grad_sync: reduce (each rank gets the summed gradients of the parameters it owns), the gradient checks and
+ * clipping over the shards, the owners' optimiser step, gather (every rank gets every updated parameter). Around
+ * a checkpoint (rank 0 writes one process's state), collect(true) brings every state to rank 0, collect(false)
+ * frees it again. All collective. QKV_DIST_ZERO=1 turns it on. */
+typedef struct zero_shard zero_shard;
+qkv_status qkv__zero_wanted(bool *on);
+zero_shard *qkv__zero_new(qkv_params *p, qkv_optim *o);
+void qkv__zero_free(zero_shard *z);
+qkv_status qkv__zero_reduce(zero_shard *z, qkv_ctx *ctx, float scale);
+/* The global gradient norm and the first parameter (collection order) with a non-finite gradient, or NULL. */
+qkv_status qkv__zero_grad_check(zero_shard *z, double *norm, const char **bad);
+qkv_status qkv__zero_clip_norm(zero_shard *z, float max_norm);
+qkv_status qkv__zero_gather(zero_shard *z);
+qkv_status qkv__zero_collect(zero_shard *z, bool collect);
+
 struct qkv_run {
     char *dir;
     struct cJSON *cfg;
