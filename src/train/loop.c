@@ -415,18 +415,6 @@ static void pick_metric(loop_ctx *L) {
 qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_outcome *outcome) {
     if (!r->have_train || !r->opt) return qkv_error_set(QKV_ERR_INVALID, "this run was not opened for training");
     loop_ctx L = {.r = r, .hooks = hooks, .t0 = now(), .rank = qkv_dist_rank(), .world = qkv_dist_size()};
-    size_t bucket = 0;
-    if (L.world > 1 && qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK) return qkv_last_status(); /* the same on every rank */
-    if (L.world > 1 && !(L.sync = qkv__grad_sync_new(r->params, bucket))) return qkv_last_status();
-    bool zero = false;
-    if (L.world > 1 && qkv__zero_wanted(&zero) != QKV_OK) {
-        qkv__grad_sync_free(L.sync);
-        return qkv_last_status();
-    }
-    if (zero && !(L.zero = qkv__zero_new(r->params, r->opt))) {
-        qkv__grad_sync_free(L.sync);
-        return qkv_last_status();
-    }
     pick_metric(&L);
     if (r->have_dev && r->task.kind == TASK_CLASSIFY && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
         strcmp(L.metric, "macro_f1"))
@@ -449,6 +437,13 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'rougeL' needs data.task summarize and eval.rouge = true");
     if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
+    /* Data-parallel: buckets for replicated optimisers, or ZeRO-1's shards (QKV_DIST_ZERO=1). */
+    size_t bucket = 0;
+    bool zero = false;
+    if (L.world > 1 && (qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK || qkv__zero_wanted(&zero) != QKV_OK))
+        return qkv_last_status(); /* checked at start-up already, the same on every rank */
+    if (L.world > 1 && !zero && !(L.sync = qkv__grad_sync_new(r->params, bucket))) return qkv_last_status();
+    if (L.world > 1 && zero && !(L.zero = qkv__zero_new(r->params, r->opt))) return qkv_last_status();
     qkv_status st = L.rank == 0 ? log_restore(r->dir, r->state.step, &L.curves) : QKV_OK;
     char path[4096];
     path_of(path, sizeof path, r->dir, "log.jsonl");
