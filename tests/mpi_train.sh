@@ -12,6 +12,11 @@ DATA=${QKV_SHARED:-}/data/lm
 export QKV_THREADS=1
 # mpirun refuses root unless told; tests run as whoever runs ctest.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Under ASan: Open MPI keeps memory until exit that LeakSanitizer reports; full stacks let the suppressions (MPI's own
+# libraries alone) recognise it.
+if [ -n "${QKV_SANITIZED:-}" ]; then
+  export LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan_mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+fi
 T=$(mktemp -d /tmp/qkv_mpi_train.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0 fail=0
