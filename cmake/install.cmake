@@ -18,6 +18,10 @@ if(QKV_BLAS_LIB STREQUAL "${QKV_OPENBLAS_OPENMP}/libopenblas.so.0")
   set(QKV_PC_LIBS_PRIVATE "-L${QKV_OPENBLAS_OPENMP} -Wl,-rpath,${QKV_OPENBLAS_OPENMP} ")
 endif()
 string(APPEND QKV_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
+if(QKV_MPI_DEPS) # libqkv.a's dist_mpi.c calls MPI: a static link needs the MPI library too
+  list(JOIN MPI_C_LIBRARIES " " QKV_PC_MPI)
+  string(APPEND QKV_PC_LIBS_PRIVATE " ${QKV_PC_MPI}")
+endif()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/qkv.pc.in ${CMAKE_BINARY_DIR}/qkv.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/qkv.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -10,6 +10,7 @@ PKGS=(
   libcjson-dev             # JSON configs, safetensors headers
   libutf8proc-dev          # Unicode normalisation for WordPiece
   libpcre2-dev             # GPT-2 pre-tokenisation regex
+  libopenmpi-dev openmpi-bin    # optional: data-parallel training with mpirun (docs/distributed.md)
   python3-torch python3-numpy   # PyTorch reference scripts (tests/ref, bench/quality)
   chromium                 # headless browser for the attention viewer test (tests/test_viz.c)
   libmicrohttpd-dev        # HTTP server library of qkv serve (optional: without it qkv serve is not built)

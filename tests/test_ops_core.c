@@ -286,6 +286,52 @@ TEST(gradients_accumulate) {
     qkv_ctx_free(c);
 }
 
+/* The grad-ready hook: each parameter reported once per pass, when no later node adds into its gradient (the value
+ * it holds then is the final one), in the order backward finishes them; a parameter the pass never reaches is not
+ * reported. */
+typedef struct {
+    qkv_tensor *seen[4];
+    float grad0[4];
+    int n;
+} ready_log;
+
+static void note_ready(void *user, qkv_tensor *leaf) {
+    ready_log *l = user;
+    if (l->n < 4) {
+        l->grad0[l->n] = qkv_f32(leaf->grad)[0];
+        l->seen[l->n++] = leaf;
+    }
+}
+
+TEST(grad_ready_hook_reports_final_gradients) {
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *a = gc_rand(44, -1, 1, QKV_DIMS(2, 2)), *b = gc_rand(45, -1, 1, QKV_DIMS(2, 2));
+    qkv_tensor *unused = gc_rand(46, -1, 1, QKV_DIMS(2, 2));
+    qkv_tensor_set_requires_grad(a, true);
+    qkv_tensor_set_requires_grad(b, true);
+    qkv_tensor_set_requires_grad(unused, true);
+    ready_log log = {0};
+    qkv_ctx_set_grad_ready(c, note_ready, &log);
+    /* a is used first (early on the tape) and again last; b only in the middle: b is final before a. */
+    qkv_tensor *h = qkv_scale(c, a, 2.0f);
+    h = qkv_mul(c, h, b);
+    h = qkv_add(c, h, a);
+    CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_reshape(c, h, QKV_DIMS(-1)))));
+    CHECK(log.n == 2);
+    CHECK(log.seen[0] == b && log.seen[1] == a);
+    for (int i = 0; i < log.n && i < 2; i++) CHECK(log.grad0[i] == qkv_f32(log.seen[i]->grad)[0]);
+    CHECK(qkv_f32(a->grad)[0] == 2.0f * qkv_f32(b)[0] + 1.0f);
+    qkv_ctx_set_grad_ready(c, NULL, NULL);
+    qkv_ctx_reset(c);
+    log.n = 0;
+    CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_reshape(c, qkv_scale(c, a, 3.0f), QKV_DIMS(-1)))));
+    CHECK(log.n == 0); /* removed */
+    qkv_tensor_free(a);
+    qkv_tensor_free(b);
+    qkv_tensor_free(unused);
+    qkv_ctx_free(c);
+}
+
 static qkv_tensor *fx_matmul(qkv_ctx *c, qkv_tensor **in, void *u) {
     (void)u;
     return qkv_matmul(c, in[0], in[1]);
@@ -353,6 +399,7 @@ int main(void) {
     RUN(views_share_data);
     RUN(bad_shapes_are_errors);
     RUN(no_grad_records_nothing);
+    RUN(grad_ready_hook_reports_final_gradients);
     RUN(steady_state_allocates_nothing);
     RUN(gradients_accumulate);
     RUN(backward_recycles_intermediate_gradients);

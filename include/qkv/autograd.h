@@ -70,6 +70,13 @@ qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out);
  * reset (out->grad points at it). */
 qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *grad_out);
 
+/* Called during a backward pass for each heap leaf (a parameter) as soon as its gradient is final for the pass: right
+ * after the backward of its earliest consumer on the tape, the last one to add into it. Leaves the pass never reaches
+ * are not reported. For work that can start on a finished gradient while backward goes on (data-parallel training
+ * sends gradients to other processes in buckets, docs/distributed.md). fn NULL removes the hook. */
+typedef void (*qkv_grad_ready_fn)(void *user, qkv_tensor *leaf);
+void qkv_ctx_set_grad_ready(qkv_ctx *ctx, qkv_grad_ready_fn fn, void *user);
+
 /* ---- Writing new differentiable ops -------------------------------------------------------------------------
  * An op computes its output, then calls qkv_record() with a backward function. The backward reads out->grad and
  * adds into qkv_grad_for(ctx, input) for each input (NULL means that input needs no gradient: skip it). out->grad

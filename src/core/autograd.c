@@ -21,7 +21,14 @@ struct qkv_ctx {
     size_t n_spare, spare_cap;
     bool grad_enabled, training;
     qkv_rng rng;
+    qkv_grad_ready_fn ready;
+    void *ready_user;
 };
+
+void qkv_ctx_set_grad_ready(qkv_ctx *ctx, qkv_grad_ready_fn fn, void *user) {
+    ctx->ready = fn;
+    ctx->ready_user = user;
+}
 
 qkv_ctx *qkv_ctx_new(void) {
     qkv_threads_init();
@@ -232,17 +239,63 @@ static void spare_push(qkv_ctx *ctx, qkv_tensor *t) {
     t->grad = NULL;
 }
 
+/* A heap leaf and the tape index of its earliest consumer: once the reverse walk has passed that node, nothing adds
+ * into the leaf's gradient any more. */
+typedef struct {
+    size_t k;
+    qkv_tensor *leaf;
+} leaf_use;
+
+static int by_leaf_then_k(const void *a, const void *b) {
+    const leaf_use *x = a, *y = b;
+    if (x->leaf != y->leaf) return (uintptr_t)x->leaf < (uintptr_t)y->leaf ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+static int by_k_descending(const void *a, const void *b) {
+    const leaf_use *x = a, *y = b;
+    return (x->k < y->k) - (x->k > y->k);
+}
+
+/* The leaves the hook will be told about, latest-final first (NULL with *n 0 when none or out of memory: then every
+ * leaf is reported at the end of the pass). */
+static leaf_use *leaf_uses(qkv_ctx *ctx, size_t *n) {
+    size_t total = 0;
+    for (size_t k = 0; k < ctx->tape_len; k++) total += (size_t)ctx->tape[k]->n_in;
+    *n = 0;
+    leaf_use *u = total ? qkv__arena_alloc(&ctx->arena, total * sizeof *u) : NULL;
+    if (!u) return NULL;
+    for (size_t k = 0; k < ctx->tape_len; k++)
+        for (int i = 0; i < ctx->tape[k]->n_in; i++) {
+            qkv_tensor *t = ctx->tape[k]->in[i];
+            if (t && !t->node && (t->flags & QKV_FLAG_HEAP) && (t->flags & QKV_FLAG_REQUIRES_GRAD))
+                u[(*n)++] = (leaf_use){k, t};
+        }
+    qsort(u, *n, sizeof *u, by_leaf_then_k);
+    size_t m = 0;
+    for (size_t j = 0; j < *n; j++)
+        if (!m || u[m - 1].leaf != u[j].leaf) u[m++] = u[j]; /* the smallest k of each leaf */
+    qsort(u, m, sizeof *u, by_k_descending);
+    *n = m;
+    return u;
+}
+
 static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
     /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
      * lead to `out` and have a gradient run. */
     bool prev = qkv_ctx_set_grad(ctx, false);
     qkv_status st = QKV_OK;
+    size_t n_uses = 0, next = 0;
+    leaf_use *uses = ctx->ready ? leaf_uses(ctx, &n_uses) : NULL;
     for (size_t k = ctx->tape_len; k-- > 0;) {
         qkv_node *n = ctx->tape[k];
-        if (!n->out->grad) continue;
-        st = n->backward(ctx, n);
-        if (st != QKV_OK) break;
-        spare_push(ctx, n->out);
+        if (n->out->grad) {
+            st = n->backward(ctx, n);
+            if (st != QKV_OK) break;
+            spare_push(ctx, n->out);
+        }
+        for (; next < n_uses && uses[next].k >= k; next++)
+            if (uses[next].leaf->grad) ctx->ready(ctx->ready_user, uses[next].leaf);
     }
     qkv_ctx_set_grad(ctx, prev);
     (void)out;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "qkv/config.h"
+#include "qkv/dist.h"
 #include "qkv/plot.h"
 #include "task_tagging.h"
 #include "train_internal.h"
@@ -130,6 +131,11 @@ typedef struct loop_ctx {
     bool maximise;
     double t0;
     double paused;  /* seconds spent in dev evaluations and checkpoints: not training time */
+    /* Data-parallel (docs/distributed.md): this rank, the number of ranks, and the gradient buckets. Rank 0 alone
+     * writes the log, evaluates and checkpoints; the others have no log (emit writes nothing). */
+    int rank, world;
+    grad_sync *sync;
+    zero_shard *zero; /* QKV_DIST_ZERO=1: optimiser state sharded (zero.c) instead of replicated */
 } loop_ctx;
 
 /* Seconds of training proper since the loop started: train.max_seconds is a budget of these, so how often a run
@@ -138,6 +144,10 @@ static double train_seconds(const loop_ctx *L) { return now() - L->t0 - L->pause
 
 /* Writes a record (and frees it). Timing fields go last so tools can strip them to compare runs. */
 static qkv_status emit(loop_ctx *L, cJSON *rec) {
+    if (!L->log) {
+        cJSON_Delete(rec);
+        return QKV_OK;
+    }
     char *s = cJSON_PrintUnformatted(rec);
     cJSON_Delete(rec);
     if (!s) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
@@ -318,6 +328,78 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     return qkv_error_set(QKV_ERR_INVALID, "the training data has no batches");
 }
 
+/* ---- data-parallel steps ----------------------------------------------------------------------------------------- */
+
+/* Rank 0's status after what it alone does (log, eval, checkpoint), and its early-stopping decision, to every rank:
+ * the others stop with it and with its message. */
+static qkv_status share_outcome(loop_ctx *L, qkv_status st, bool *stop) {
+    if (L->world == 1) return st;
+    struct {
+        int32_t status, stop;
+        char message[480];
+    } root = {.status = st, .stop = stop && *stop};
+    if (st) snprintf(root.message, sizeof root.message, "%s", qkv_last_error());
+    qkv_status b = qkv_dist_bcast(&root, sizeof root, 0);
+    if (b) return b;
+    if (stop) *stop = root.stop;
+    if (L->rank != 0 && root.status)
+        return qkv_error_set((qkv_status)root.status, "rank 0 stopped: %s", root.message);
+    return st;
+}
+
+/* One step's forward and backward on this rank's slice of the global batch idx[0..count): rank r takes examples
+ * [count r / N, count (r + 1) / N), so N ranks see the batch one process would, whatever N. Ends with every
+ * gradient and *loss those of the global batch's mean loss, identical on every rank. *halt: a stop request or the
+ * time limit (rank 0's clock) seen by any rank; nothing was computed. */
+static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool want_stop, bool out_of_time,
+                            double *loss, double *real, bool *halt, qkv_train_outcome *why) {
+    qkv_run *r = L->r;
+    int64_t lo = count * L->rank / L->world, hi = count * (L->rank + 1) / L->world;
+    qkv_ctx_reset(r->ctx);
+    qkv_ctx_set_training(r->ctx, true);
+    qkv_ctx_set_grad(r->ctx, true);
+    qkv_batch b;
+    memset(&b, 0, sizeof b);
+    int64_t mine = 0;
+    qkv_status local = hi > lo ? qkv__batch_make(r->ctx, &r->task, &r->train, idx + lo, hi - lo, &b, &mine) : QKV_OK;
+    /* The loss is a mean over the slice's tokens (examples for classifiers): weights make the sum over ranks the
+     * mean over the global batch. */
+    double weight = local == QKV_OK && hi > lo ? (double)b.n_tokens : 0;
+    double ctl[5] = {want_stop, out_of_time && L->rank == 0, weight, (double)mine, local != QKV_OK};
+    qkv_status st = qkv_dist_allreduce_f64(ctl, 5);
+    if (st) return st;
+    if (ctl[4] > 0)
+        return local ? qkv_error_set(local, "step %ld: %s", r->state.step + 1, qkv_last_error())
+                     : qkv_error_set(QKV_ERR_INVALID, "step %ld: another rank could not make its batch",
+                                     r->state.step + 1);
+    *halt = ctl[0] > 0 || ctl[1] > 0;
+    if (*halt) {
+        *why = ctl[0] > 0 ? QKV_TRAIN_STOPPED : QKV_TRAIN_TIME_LIMIT;
+        return QKV_OK;
+    }
+    double share = ctl[2] > 0 ? weight / ctl[2] : 0;
+    *real = ctl[3];
+    if (!L->zero) qkv__grad_sync_begin(L->sync, (float)share);
+    if (!L->zero && qkv__grad_sync_buckets(L->sync) > 1)
+        qkv_ctx_set_grad_ready(r->ctx, qkv__grad_sync_ready, L->sync);
+    qkv_tensor *loss_t = hi > lo ? r->type->loss(r->ctx, r->model, &b) : NULL;
+    bool failed = hi > lo && (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK);
+    char message[480] = "";
+    qkv_status fst = failed ? (qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID) : QKV_OK;
+    if (failed) snprintf(message, sizeof message, "%s", qkv_last_error());
+    qkv_ctx_set_grad_ready(r->ctx, NULL, NULL);
+    /* Every rank takes part in the sums even when its own step failed, so none waits for it. */
+    st = L->zero ? qkv__zero_reduce(L->zero, r->ctx, (float)share) : qkv__grad_sync_finish(L->sync, r->ctx);
+    double sums[2] = {loss_t && !failed ? (double)qkv_f32(loss_t)[0] * share : 0, failed};
+    qkv_status s2 = qkv_dist_allreduce_f64(sums, 2);
+    if (!st) st = s2;
+    if (failed) return qkv_error_set(fst, "step %ld: %s", r->state.step + 1, message);
+    if (st) return st;
+    if (sums[1] > 0) return qkv_error_set(QKV_ERR_INVALID, "step %ld: another rank failed", r->state.step + 1);
+    *loss = sums[0];
+    return QKV_OK;
+}
+
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
     task_kind k = L->r->task.kind;
@@ -332,7 +414,7 @@ static void pick_metric(loop_ctx *L) {
 
 qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_outcome *outcome) {
     if (!r->have_train || !r->opt) return qkv_error_set(QKV_ERR_INVALID, "this run was not opened for training");
-    loop_ctx L = {.r = r, .hooks = hooks, .t0 = now()};
+    loop_ctx L = {.r = r, .hooks = hooks, .t0 = now(), .rank = qkv_dist_rank(), .world = qkv_dist_size()};
     pick_metric(&L);
     if (r->have_dev && r->task.kind == TASK_CLASSIFY && strcmp(L.metric, "loss") && strcmp(L.metric, "accuracy") &&
         strcmp(L.metric, "macro_f1"))
@@ -355,11 +437,19 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'rougeL' needs data.task summarize and eval.rouge = true");
     if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
-    qkv_status st = log_restore(r->dir, r->state.step, &L.curves);
+    /* Data-parallel: buckets for replicated optimisers, or ZeRO-1's shards (QKV_DIST_ZERO=1). */
+    size_t bucket = 0;
+    bool zero = false;
+    if (L.world > 1 && (qkv__grad_sync_bucket_bytes(&bucket) != QKV_OK || qkv__zero_wanted(&zero) != QKV_OK))
+        return qkv_last_status(); /* checked at start-up already, the same on every rank */
+    if (L.world > 1 && !zero && !(L.sync = qkv__grad_sync_new(r->params, bucket))) return qkv_last_status();
+    if (L.world > 1 && zero && !(L.zero = qkv__zero_new(r->params, r->opt))) return qkv_last_status();
+    qkv_status st = L.rank == 0 ? log_restore(r->dir, r->state.step, &L.curves) : QKV_OK;
     char path[4096];
     path_of(path, sizeof path, r->dir, "log.jsonl");
-    if (st == QKV_OK && !(L.log = fopen(path, "a")))
+    if (st == QKV_OK && L.rank == 0 && !(L.log = fopen(path, "a")))
         st = qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    st = share_outcome(&L, st, NULL);
     if (st == QKV_OK && r->state.step > 0) {
         cJSON *rec = cJSON_CreateObject();
         cJSON_AddStringToObject(rec, "kind", "resume");
@@ -376,7 +466,84 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     qkv_train_outcome out = QKV_TRAIN_FINISHED;
     double tokens = 0, grad_norm = 0, t_log = now();
     bool saved = false;
-    while (st == QKV_OK && r->state.step < total) {
+    while (st == QKV_OK && r->state.step < total && L.world > 1) {
+        bool want_stop = hooks && hooks->stop && *hooks->stop;
+        bool out_of_time = max_seconds > 0 && train_seconds(&L) >= max_seconds;
+        const int64_t *idx = NULL;
+        int64_t count = 0;
+        st = next_batch(&L, &idx, &count);
+        if (st) break;
+        bool halt = false;
+        double loss = 0, real = 0;
+        st = dist_step(&L, idx, count, want_stop, out_of_time, &loss, &real, &halt, &out);
+        if (st || halt) break;
+        r->state.data_pos++;
+        const char *bad = NULL;
+        if (L.zero) st = qkv__zero_grad_check(L.zero, &grad_norm, &bad);
+        else bad = grad_check(r->params, &grad_norm);
+        if (st) break;
+        double lr = qkv_schedule_lr(&r->sched, r->state.step);
+        if (!isfinite(loss) || bad) { /* every rank sees the same sums, so all come here together */
+            st = share_outcome(&L, nonfinite(&L, loss, isfinite(loss) ? bad : NULL), NULL);
+            qkv_optim_zero_grad(r->opt);
+        } else {
+            if (clip_value > 0) qkv_clip_grad_value(r->params, (float)clip_value);
+            if (clip_norm > 0 && L.zero) st = qkv__zero_clip_norm(L.zero, (float)clip_norm);
+            else if (clip_norm > 0) qkv_clip_grad_norm(r->params, (float)clip_norm);
+            qkv_optim_set_lr(r->opt, (float)lr);
+            if (st == QKV_OK) st = qkv_optim_step(r->opt); /* ZeRO-1: the parameters this rank owns */
+            if (st == QKV_OK && L.zero) st = qkv__zero_gather(L.zero);
+            qkv_optim_zero_grad(r->opt);
+            r->loop.nonfinite_skips = 0;
+            r->loop.acc_loss += loss;
+            r->loop.acc_steps++;
+        }
+        if (st) break;
+        r->state.step++;
+        saved = false;
+        tokens += real;
+        if (hooks && hooks->on_step) hooks->on_step(hooks->user, r->state.step, total, loss, lr, real);
+        bool logged = r->state.step % log_every == 0;
+        if (logged) {
+            double t = now();
+            cJSON *rec = cJSON_CreateObject();
+            cJSON_AddStringToObject(rec, "kind", "train");
+            cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+            cJSON_AddNumberToObject(rec, "epoch", (double)r->state.data_epoch);
+            cJSON_AddNumberToObject(rec, "loss", r->loop.acc_steps ? r->loop.acc_loss / (double)r->loop.acc_steps
+                                                                   : NAN);
+            cJSON_AddNumberToObject(rec, "lr", lr);
+            cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
+            cJSON_AddNumberToObject(rec, "ranks", L.world);
+            cJSON_AddNumberToObject(rec, "tok_per_s", t > t_log ? tokens / (t - t_log) : 0);
+            cJSON_AddNumberToObject(rec, "train_seconds", t - L.t0 - L.paused);
+            cJSON_AddNumberToObject(rec, "elapsed", t - L.t0);
+            curves_note(&L.curves, rec);
+            st = emit(&L, rec);
+            r->loop.acc_loss = 0;
+            r->loop.acc_steps = 0;
+            tokens = 0;
+            t_log = t;
+        }
+        bool stop = false;
+        bool evaluate = r->have_dev && eval_every > 0 && r->state.step % eval_every == 0;
+        /* ZeRO-1: rank 0 writes one process's checkpoints (best.safetensors at an eval too), so it holds every
+         * optimiser state while it may write. */
+        if (st == QKV_OK && evaluate && L.zero) st = qkv__zero_collect(L.zero, true);
+        if (st == QKV_OK && evaluate && L.rank == 0) st = eval_dev(&L, &stop);
+        if (logged || evaluate) st = share_outcome(&L, st, &stop);
+        bool ckpt = (ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop;
+        if (st == QKV_OK && ckpt) {
+            if (L.zero && !evaluate) st = qkv__zero_collect(L.zero, true);
+            if (st == QKV_OK && L.rank == 0) st = checkpoint(&L);
+            st = share_outcome(&L, st, NULL);
+            saved = true;
+        }
+        if (st == QKV_OK && L.zero && (evaluate || ckpt)) st = qkv__zero_collect(L.zero, false);
+        if (stop) out = QKV_TRAIN_EARLY_STOP;
+        if (stop) break;
+    }
+    while (st == QKV_OK && r->state.step < total && L.world == 1) {
         if (hooks && hooks->stop && *hooks->stop) {
             out = QKV_TRAIN_STOPPED;
             break;
@@ -454,12 +621,15 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    if (st == QKV_OK && out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every) {
+    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every;
+    bool last_save = (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved;
+    if (st == QKV_OK && L.zero && (last_eval || last_save)) st = qkv__zero_collect(L.zero, true);
+    if (st == QKV_OK && last_eval && L.rank == 0) {
         bool ignored;
         st = eval_dev(&L, &ignored); /* the last steps count too: score them before stopping */
     }
-    if (st == QKV_OK && (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved) st = checkpoint(&L);
-    if (st == QKV_OK) {
+    if (st == QKV_OK && last_save && L.rank == 0) st = checkpoint(&L);
+    if (st == QKV_OK && L.log) {
         cJSON *rec = cJSON_CreateObject();
         cJSON_AddStringToObject(rec, "kind", "end");
         cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
@@ -473,8 +643,14 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         cJSON_AddNumberToObject(rec, "elapsed", now() - L.t0);
         st = emit(&L, rec);
     }
-    if (st == QKV_OK && !r->have_dev && L.curves.train.n) st = curves_plot(&L.curves, r->dir);
+    if (st == QKV_OK && !r->have_dev && L.curves.train.n && L.rank == 0) st = curves_plot(&L.curves, r->dir);
+    if (L.world > 1) { /* every rank leaves with rank 0's outcome (or its own error) */
+        qkv_status shared = share_outcome(&L, st, NULL);
+        if (st == QKV_OK) st = shared;
+    }
     if (L.log) fclose(L.log);
+    qkv__grad_sync_free(L.sync);
+    qkv__zero_free(L.zero);
     curves_free(&L.curves);
     if (outcome) *outcome = out;
     return st;

@@ -14,6 +14,7 @@ typedef struct {
     qkv_tensor *p;
     qkv_tensor *s1, *s2; /* moments: SGD momentum buffer; Adam exp_avg, exp_avg_sq; AdaDelta square_avg, acc_delta */
     bool frozen, momentum_init;
+    bool remote; /* ZeRO-1: another rank updates this parameter and keeps its state */
     float lr_scale;
 } slot;
 
@@ -219,7 +220,7 @@ qkv_status qkv_optim_step(qkv_optim *o) {
     o->steps++;
     for (int i = 0; i < o->n; i++) {
         slot *s = &o->slots[i];
-        if (s->frozen || !s->p->grad) continue;
+        if (s->frozen || s->remote || !s->p->grad) continue;
         float lr = o->cfg.lr * s->lr_scale;
         float wd = (o->cfg.decay_exclude_1d && s->p->ndim <= 1) ? 0.0f : o->cfg.weight_decay;
         switch (o->cfg.kind) {
@@ -275,6 +276,47 @@ qkv_tensor *qkv_optim_state_at(const qkv_optim *o, int idx) {
         if (o->slots[i].s2 && idx-- == 0) return o->slots[i].s2;
     }
     return NULL;
+}
+
+/* ---- ZeRO-1 (src/train/zero.c) ----------------------------------------------------------------------------- */
+
+int qkv__optim_slots(const qkv_optim *o) { return o->n; }
+int qkv__optim_states_per_slot(const qkv_optim *o) {
+    return o->cfg.kind != QKV_SGD ? 2 : o->cfg.momentum > 0 ? 1 : 0;
+}
+qkv_tensor *qkv__optim_slot_param(const qkv_optim *o, int i) { return o->slots[i].p; }
+qkv_tensor *qkv__optim_slot_state(const qkv_optim *o, int i, int which) {
+    return which == 0 ? o->slots[i].s1 : o->slots[i].s2;
+}
+
+qkv_status qkv__optim_slot_set_remote(qkv_optim *o, int i, bool remote) {
+    slot *s = &o->slots[i];
+    if (remote) {
+        qkv_tensor_free(s->s1);
+        qkv_tensor_free(s->s2);
+        s->s1 = s->s2 = NULL;
+        s->remote = true;
+        return QKV_OK;
+    }
+    /* Back to local (zeroed state, named as qkv_optim_new names it): the caller fills it. */
+    qkv_optim_config *c = &o->cfg;
+    bool two = c->kind != QKV_SGD, one = two || c->momentum > 0;
+    qkv_tensor *p = s->p;
+    const char *slot_names[4][2] = {{"momentum_buffer", ""}, {"exp_avg", "exp_avg_sq"}, {"exp_avg", "exp_avg_sq"},
+                                    {"square_avg", "acc_delta"}};
+    char name[sizeof p->name + 64];
+    if (one && !s->s1) {
+        if (!(s->s1 = qkv_tensor_new(QKV_F32, p->ndim, p->shape))) return qkv_last_status();
+        snprintf(name, sizeof name, "%s.%s.%s", kind_name(c->kind), slot_names[c->kind][0], p->name);
+        qkv_tensor_set_name(s->s1, name);
+    }
+    if (two && !s->s2) {
+        if (!(s->s2 = qkv_tensor_new(QKV_F32, p->ndim, p->shape))) return qkv_last_status();
+        snprintf(name, sizeof name, "%s.%s.%s", kind_name(c->kind), slot_names[c->kind][1], p->name);
+        qkv_tensor_set_name(s->s2, name);
+    }
+    s->remote = false;
+    return QKV_OK;
 }
 
 /* ---- clipping ----------------------------------------------------------------------------------------------- */

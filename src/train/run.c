@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "qkv/config.h"
+#include "qkv/dist.h"
 #include "qkv/fsutil.h"
 #include "pairs.h"
 #include "qkv/metrics.h"
@@ -200,6 +201,30 @@ static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
     return st;
 }
 
+/* Ranks other than 0 of a data-parallel job: the run rank 0 has just prepared, read from its directory (tokenizer
+ * files, the checkpoint to resume) without writing anything; dev data stays with rank 0, which alone evaluates. */
+static qkv_status open_follower(qkv_run *r, bool resume, long newest, bool have_dev) {
+    qkv_status st = qkv__run_pretrained_check(r);
+    if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, r->type->task, r->dir, false);
+    if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
+    if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
+    r->have_train = st == QKV_OK;
+    r->have_dev = have_dev;
+    char name[64];
+    snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
+    char *from = resume ? path_in(r->dir, name) : NULL;
+    if (st == QKV_OK) st = resume && !from ? qkv_last_status() : build_model_for(r, from, "the config given");
+    if (st == QKV_OK) st = qkv__run_pretrained_init(r, false); /* vectors come with rank 0's weights */
+    if (st == QKV_OK) st = build_optimiser(r);
+    if (st == QKV_OK && resume) st = qkv_checkpoint_load(from, r->params, r->opt, &r->state, NULL);
+    if (st == QKV_OK && resume) st = read_loop_state(from, &r->loop);
+    if (st == QKV_OK && resume) *qkv_ctx_rng(r->ctx) = r->state.rng;
+    free(from);
+    return st;
+}
+
+static qkv_status open_writer(qkv_run *r, bool resume, long *newest);
+
 qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     const qkv_model_type *type;
     cJSON *resolved = qkv_config_resolve(cfg, &type); /* re-checks a config that did not come from resolve */
@@ -208,10 +233,50 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
     cJSON_Delete(resolved);
     if (!r) return NULL;
     r->type = type;
+    /* Data-parallel (docs/distributed.md): checks on every rank before anything is written; rank 0 prepares the run
+     * as a single process would, then the others open what it wrote and take its weights. */
+    qkv_status st = qkv__run_dist_check(dir, r->cfg_text); /* fails on every rank alike */
+    bool checked = st == QKV_OK;
+    long newest = -1;
+    if (checked && qkv_dist_rank() == 0) st = open_writer(r, resume, &newest);
+    if (checked && qkv_dist_size() > 1) {
+        struct {
+            int32_t status, have_dev;
+            int64_t newest;
+            char message[480];
+        } root = {.status = st, .have_dev = r->have_dev, .newest = newest};
+        if (st) snprintf(root.message, sizeof root.message, "%s", qkv_last_error());
+        qkv_status b = qkv_dist_bcast(&root, sizeof root, 0);
+        if (b) st = b;
+        else if (qkv_dist_rank() != 0 && root.status)
+            st = qkv_error_set((qkv_status)root.status, "%s", root.message);
+        else if (qkv_dist_rank() != 0) st = open_follower(r, resume, (long)root.newest, root.have_dev);
+        if (b == QKV_OK && root.status == QKV_OK) { /* every rank learns whether all opened */
+            int64_t failed = st ? qkv_dist_rank() + 1 : 0;
+            b = qkv_dist_allreduce_max_i64(&failed, 1);
+            if (b) st = b;
+            else if (failed && st == QKV_OK)
+                st = qkv_error_set(QKV_ERR_INVALID, "rank %lld could not open the run (see its message)",
+                                   (long long)failed - 1);
+        }
+        if (st == QKV_OK) st = qkv__run_dist_share(r);
+    }
+    if (st != QKV_OK) {
+        qkv_run_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The run as one process (or rank 0) prepares it. */
+static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
+    const char *dir = r->dir;
+    const qkv_model_type *type = r->type;
     qkv_status st = QKV_OK;
     if (qkv_fs_mkdirs(dir) != QKV_OK)
         st = qkv_error_set(QKV_ERR_IO, "%s: cannot create the run directory: %s", dir, qkv_last_error());
     long newest = qkv__run_newest_checkpoint(dir);
+    *newest_out = newest;
     if (st == QKV_OK && !resume && newest >= 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: the run directory already has checkpoints (use --resume, or a new "
                            "directory)", dir);
@@ -253,11 +318,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
      * cleanup of temporaries that writers killed mid-write (kill -9, a crash) left. */
     if (st == QKV_OK) st = write_config(dir, r->cfg);
     if (st == QKV_OK) qkv_fs_remove_stale_tmp(dir, NULL);
-    if (st != QKV_OK) {
-        qkv_run_free(r);
-        return NULL;
-    }
-    return r;
+    return st;
 }
 
 qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {

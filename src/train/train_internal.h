@@ -128,6 +128,50 @@ void qkv__batch_plan_free(batch_plan *p);
 qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t count, qkv_batch *b,
                            int64_t *tokens);
 
+/* Data-parallel gradient averaging over ranks (grad_sync.c, docs/distributed.md). bucket_bytes 0: one bucket sent
+ * after backward. Per step: begin(scale = this rank's share of the global batch's loss weight), set
+ * qkv__grad_sync_ready as the context's grad-ready hook for the backward pass, then finish: every parameter's gradient
+ * becomes the weighted sum over ranks (the same bits on every rank). */
+typedef struct grad_sync grad_sync;
+grad_sync *qkv__grad_sync_new(qkv_params *p, size_t bucket_bytes);
+/* The bucket size QKV_DIST_BUCKET_MB asks for (MiB, default 4, 0 = one bucket); a bad value is QKV_ERR_INVALID. */
+qkv_status qkv__grad_sync_bucket_bytes(size_t *bytes);
+void qkv__grad_sync_free(grad_sync *gs);
+int qkv__grad_sync_buckets(const grad_sync *gs);
+void qkv__grad_sync_begin(grad_sync *gs, float scale);
+void qkv__grad_sync_ready(void *user, qkv_tensor *leaf);
+qkv_status qkv__grad_sync_finish(grad_sync *gs, qkv_ctx *ctx);
+
+/* Data-parallel start (run_dist.c), collective over all ranks, no-ops in a one-process world: the same binary and
+ * config on every rank and the run directory visible to all (rank 0 creates it), else an error on every rank and
+ * nothing left in the directory; then rank 0's weights to every rank, and a dropout stream of its own to each. */
+qkv_status qkv__run_dist_check(const char *dir, const char *cfg_text);
+qkv_status qkv__run_dist_share(qkv_run *r);
+
+/* Optimiser slots (one per trainable parameter, collection order) for ZeRO-1 (zero.c): a remote slot is skipped by
+ * qkv_optim_step and holds no state (freed); making it local again allocates zeroed, named state to fill. */
+int qkv__optim_slots(const qkv_optim *o);
+int qkv__optim_states_per_slot(const qkv_optim *o); /* 0, 1 (SGD with momentum) or 2 */
+qkv_tensor *qkv__optim_slot_param(const qkv_optim *o, int i);
+qkv_tensor *qkv__optim_slot_state(const qkv_optim *o, int i, int which);
+qkv_status qkv__optim_slot_set_remote(qkv_optim *o, int i, bool remote);
+
+/* ZeRO-1 (zero.c, docs/distributed.md): optimiser state sharded over ranks by whole parameters. Per step, instead
+ * of grad_sync: reduce (each rank gets the summed gradients of the parameters it owns), the gradient checks and
+ * clipping over the shards, the owners' optimiser step, gather (every rank gets every updated parameter). Around
+ * a checkpoint (rank 0 writes one process's state), collect(true) brings every state to rank 0, collect(false)
+ * frees it again. All collective. QKV_DIST_ZERO=1 turns it on. */
+typedef struct zero_shard zero_shard;
+qkv_status qkv__zero_wanted(bool *on);
+zero_shard *qkv__zero_new(qkv_params *p, qkv_optim *o);
+void qkv__zero_free(zero_shard *z);
+qkv_status qkv__zero_reduce(zero_shard *z, qkv_ctx *ctx, float scale);
+/* The global gradient norm and the first parameter (collection order) with a non-finite gradient, or NULL. */
+qkv_status qkv__zero_grad_check(zero_shard *z, double *norm, const char **bad);
+qkv_status qkv__zero_clip_norm(zero_shard *z, float max_norm);
+qkv_status qkv__zero_gather(zero_shard *z);
+qkv_status qkv__zero_collect(zero_shard *z, bool collect);
+
 struct qkv_run {
     char *dir;
     struct cJSON *cfg;

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/config.h"
+#include "qkv/dist.h"
 #include "qkv/train.h"
 
 static void help(FILE *out) {
@@ -28,6 +29,8 @@ static void help(FILE *out) {
             "  --json             log records as JSON lines on standard output (progress stays on stderr)\n\n"
             "Progress: a bar on a terminal (step, loss, learning rate, tokens/s, ETA), plain lines otherwise.\n"
             "SIGINT / SIGTERM save a checkpoint of the current step and exit with 130 / 143 (resume with --resume).\n"
+            "Data-parallel: mpirun -np N qkv train ... trains on N processes (docs/distributed.md); train.batch_size\n"
+            "is the global batch, each rank takes its share; rank 0 writes the run directory.\n"
             "Exit codes: 0 done (or early-stopped), 1 usage, 2 bad config or data, 3 runtime failure (e.g.\n"
             "non-finite losses for train.max_nan_skips steps in a row).\n");
 }
@@ -111,7 +114,18 @@ static void on_record(void *user, const char *json) {
     cJSON_Delete(j);
 }
 
+static int train(int argc, char **argv);
+
+/* Under mpirun every rank runs this command (docs/distributed.md): rank 0 shows progress and records, the others
+ * stay quiet; all leave the job together. */
 static int run(int argc, char **argv) {
+    if (qkv_dist_init(&argc, &argv) != QKV_OK) return cli_error("train", CLI_INPUT, "%s", qkv_last_error());
+    int rc = train(argc, argv);
+    qkv_dist_finalize();
+    return rc;
+}
+
+static int train(int argc, char **argv) {
     const char *config = NULL, *dir = NULL;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
@@ -130,6 +144,10 @@ static int run(int argc, char **argv) {
             free(sets);
             return cli_error("train", CLI_USAGE, "unexpected argument '%s' (see qkv train --help)", a);
         }
+    }
+    if (qkv_dist_rank() > 0) {
+        ui.quiet = true;
+        ui.json = false;
     }
     if (!dir || (!config && !resume)) {
         free(sets);
