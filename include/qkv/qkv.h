@@ -8,6 +8,7 @@
 #include "qkv/autograd.h"
 #include "qkv/ops.h"
 #include "qkv/attention.h"
+#include "qkv/lsh_attention.h"
 #include "qkv/threads.h"
 #include "qkv/cpu.h"
 #include "qkv/safetensors.h"
