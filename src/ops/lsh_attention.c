@@ -23,6 +23,7 @@
 
 #include "core/internal.h"
 #include "core/isa.h"
+#include "ops/fast_exp.h"
 #include "qkv/lsh_attention.h"
 
 #define LSH_EPS 1e-6f
@@ -132,11 +133,12 @@ typedef struct {
     float *G, *dP;        /* backward: [L, Dv], [L, 2L] */
     float *dK, *dV, *dQ;  /* backward: [2L, D], [2L, Dv], [L, D] */
     int32_t *qpos, *kpos; /* [L], [2L] */
+    float *kbias;         /* [2L]: the padding mask of each key */
 } chunk_scratch;
 
 static int64_t scratch_floats(const lsh_plan *p, bool backward) {
     const int64_t L = p->L, D = p->D, Dv = p->Dv;
-    int64_t n = L * D + 2 * L * D + 2 * L * Dv + 2 * L * L + 3 * L;
+    int64_t n = L * D + 2 * L * D + 2 * L * Dv + 2 * L * L + 5 * L;
     if (backward) n += L * Dv + 2 * L * L + 2 * L * D + 2 * L * Dv + L * D;
     return n + 64;
 }
@@ -150,6 +152,7 @@ static chunk_scratch carve(const lsh_plan *p, float *w, bool backward) {
     c.S = w, w += 2 * L * L;
     c.qpos = (int32_t *)w, w += L;
     c.kpos = (int32_t *)w, w += 2 * L;
+    c.kbias = w, w += 2 * L;
     if (backward) {
         c.G = w, w += L * Dv;
         c.dP = w, w += 2 * L * L;
@@ -159,6 +162,20 @@ static chunk_scratch carve(const lsh_plan *p, float *w, bool backward) {
     }
     return c;
 }
+
+/* Masks of one score row, subtracted in Trax's order (causal, self, padding) so the rounding matches the
+ * reference; subtracting 0 leaves a score unchanged. Selects, not branches: the loop vectorises. */
+QKV_KERNEL_BODY void mask_row_body(float *s, const int32_t *kpos, const float *kbias, int64_t n, int32_t qi,
+                                   bool causal, bool self) {
+    for (int64_t j = 0; j < n; j++) {
+        float x = s[j];
+        x -= causal && qi < kpos[j] ? CAUSAL_MASK : 0.0f;
+        x -= self && qi == kpos[j] ? SELF_MASK : 0.0f;
+        s[j] = x - kbias[j];
+    }
+}
+QKV_ISA_KERNEL_VOID(mask_row, (float *s, const int32_t *kpos, const float *kbias, int64_t n, int32_t qi, bool causal,
+                               bool self), (s, kpos, kbias, n, qi, causal, self))
 
 /* Gathers chunk c of head bh (queries, keys = previous chunk then this one, values) and computes its masked,
  * scaled scores S [L, 2L]. Returns the places of the previous chunk's first row. */
@@ -181,19 +198,9 @@ static int64_t chunk_scores(const lsh_plan *p, int64_t bh, int64_t c, chunk_scra
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)(2 * L), (int)D, p->scale, w->Q, (int)D, w->K,
                 (int)D, 0.0f, w->S, (int)(2 * L));
     const uint8_t *pad = p->pad ? p->pad + (bh / p->H) * T : NULL;
-    for (int64_t i = 0; i < L; i++) {
-        float *s = w->S + i * 2 * L;
-        const int32_t qi = w->qpos[i];
-        /* Subtracted in Trax's order (causal, self, padding) so the rounding matches the reference. */
-        for (int64_t j = 0; j < 2 * L; j++) {
-            const int32_t kj = w->kpos[j];
-            float x = s[j];
-            if (p->causal && qi < kj) x -= CAUSAL_MASK;
-            if (p->exclude_self && qi == kj) x -= SELF_MASK;
-            if (pad && pad[kj]) x -= PAD_MASK;
-            s[j] = x;
-        }
-    }
+    for (int64_t j = 0; j < 2 * L; j++) w->kbias[j] = pad && pad[w->kpos[j]] ? PAD_MASK : 0.0f;
+    for (int64_t i = 0; i < L; i++)
+        mask_row(w->S + i * 2 * L, w->kpos, w->kbias, 2 * L, w->qpos[i], p->causal, p->exclude_self);
     return prev * L;
 }
 
@@ -206,13 +213,13 @@ QKV_KERNEL_BODY float softmax_row_body(float *s, int64_t n) {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
         for (int u = 0; u < 8; u++) {
-            float e = expf(s[j + u] - mx);
+            float e = qkv__expf(s[j + u] - mx);
             s[j + u] = e;
             lane[u] += e;
         }
     float sum = 0;
     for (; j < n; j++) {
-        s[j] = expf(s[j] - mx);
+        s[j] = qkv__expf(s[j] - mx);
         sum += s[j];
     }
     for (int u = 0; u < 8; u++) sum += lane[u];
@@ -224,7 +231,7 @@ QKV_ISA_KERNEL(float, softmax_row, (float *s, int64_t n), (s, n))
 
 /* p = exp(s - lse) for a row whose log-sum-exp the forward stored. */
 QKV_KERNEL_BODY void probs_row_body(float *s, int64_t n, float lse) {
-    for (int64_t j = 0; j < n; j++) s[j] = expf(s[j] - lse);
+    for (int64_t j = 0; j < n; j++) s[j] = qkv__expf(s[j] - lse);
 }
 QKV_ISA_KERNEL_VOID(probs_row, (float *s, int64_t n, float lse), (s, n, lse))
 
