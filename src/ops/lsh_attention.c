@@ -12,9 +12,9 @@
  * and the softmax backward ds_ij = p_ij (d o_s . v_j - d o_s . o_s + d L_s) collapses to
  *     ds_ij = w_s p_ij (g . v_j - g . out),
  * so only out, w and each row's log-sum-exp are kept: p is recomputed per chunk from the stored sort. A chunk
- * writes dQ for its own rows and dK^, dV for its rows and its predecessor's into two separate buffers (no two
- * chunks write the same place), which are then summed per position over the rounds in a fixed order: results do
- * not depend on the thread count. The key normalisation k^ = k rho, rho = (|k|^2 / D + eps)^-1/2, has the
+ * writes dQ for its own rows and adds dK^, dV into its rows and its predecessor's, in phases (even chunks, odd
+ * chunks) in which no two chunks share a row; places are then summed per position over the rounds in a fixed
+ * order, so results do not depend on the thread count. The key normalisation k^ = k rho, rho = (|k|^2 / D + eps)^-1/2, has the
  * backward dk = rho dk^ - rho^3 (dk^ . k) k / D. */
 #include <cblas.h>
 #include <math.h>
@@ -287,36 +287,45 @@ static void combine_rounds(const lsh_plan *p, int64_t bh, const float *so, float
     }
 }
 
+QKV_KERNEL_BODY void add_rows_body(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+QKV_ISA_KERNEL_VOID(add_rows, (float *dst, const float *src, int64_t n), (dst, src, n))
+
 static qkv_status lsh_backward(qkv_ctx *ctx, qkv_node *nd) {
     const lsh_plan *p = &((const lsh_saved *)nd->saved)->p;
     const int64_t T = p->T, D = p->D, Dv = p->Dv, L = p->L, NT = p->nh * T, nc = NT / L, BH = p->B * p->H;
     qkv_tensor *gqk = qkv_grad_for(ctx, nd->in[0]), *gv = qkv_grad_for(ctx, nd->in[1]);
     if (!gqk && !gv) return QKV_OK;
     const float *g = qkv__contig_data(ctx, nd->out->grad);
-    /* g . out per position, then per place: dK^, dQ and dV by place, each chunk's own rows and its predecessor's
-     * apart. */
+    /* g . out per position, then dQ, dK^ and dV by place. */
     float *gdot = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * T));
     float *dq = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * D));
-    float *dk_self = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * D));
-    float *dk_prev = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * D));
-    float *dv_self = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * Dv));
-    float *dv_prev = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * Dv));
+    float *dk = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * D));
+    float *dv = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(BH * NT * Dv));
     const int nth = max_threads();
     const int64_t per = scratch_floats(p, true);
     float *ws = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(nth * per));
-    if (!g || !gdot || !dq || !dk_self || !dk_prev || !dv_self || !dv_prev || !ws) return qkv_last_status();
+    if (!g || !gdot || !dq || !dk || !dv || !ws) return qkv_last_status();
+    memset(dk, 0, sizeof(float) * (size_t)(BH * NT * D));
+    memset(dv, 0, sizeof(float) * (size_t)(BH * NT * Dv));
 #pragma omp parallel for schedule(static) if (BH * T * Dv > (1 << 14))
     for (int64_t i = 0; i < BH * T; i++) {
         float acc = 0;
         for (int64_t d = 0; d < Dv; d++) acc += g[i * Dv + d] * p->out[i * Dv + d];
         gdot[i] = acc;
     }
+    /* Chunk c adds into its own rows and its predecessor's. Even chunks, then odd ones (and with an odd count the
+     * last chunk apart, since chunk 0's predecessor wraps to it): no two chunks of a phase share a row, and each
+     * row receives its two parts in a fixed order whatever the threads. */
 #pragma omp parallel num_threads(nth)
     {
         chunk_scratch w = carve(p, ws + omp_get_thread_num() * per, true);
+        for (int phase = 0; phase < 3; phase++)
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < BH * nc; task++) {
             const int64_t bh = task / nc, c = task % nc;
+            if ((nc > 1 && nc % 2 && c == nc - 1 ? 2 : c % 2) != phase) continue;
             const int64_t prev0 = chunk_scores(p, bh, c, &w);
             const float *lse = p->lse + bh * NT + c * L, *wt = p->w + bh * NT + c * L;
             for (int64_t i = 0; i < L; i++) {
@@ -337,10 +346,10 @@ static qkv_status lsh_backward(qkv_ctx *ctx, qkv_node *nd) {
                         (int)(2 * L), w.K, (int)D, 0.0f, dq + (bh * NT + c * L) * D, (int)D);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(2 * L), (int)D, (int)L, p->scale, w.dP,
                         (int)(2 * L), w.Q, (int)D, 0.0f, w.dK, (int)D);
-            memcpy(dk_prev + (bh * NT + prev0) * D, w.dK, sizeof(float) * (size_t)(L * D));
-            memcpy(dk_self + (bh * NT + c * L) * D, w.dK + L * D, sizeof(float) * (size_t)(L * D));
-            memcpy(dv_prev + (bh * NT + prev0) * Dv, w.dV, sizeof(float) * (size_t)(L * Dv));
-            memcpy(dv_self + (bh * NT + c * L) * Dv, w.dV + L * Dv, sizeof(float) * (size_t)(L * Dv));
+            add_rows(dk + (bh * NT + c * L) * D, w.dK + L * D, L * D);
+            add_rows(dk + (bh * NT + prev0) * D, w.dK, L * D);
+            add_rows(dv + (bh * NT + c * L) * Dv, w.dV + L * Dv, L * Dv);
+            add_rows(dv + (bh * NT + prev0) * Dv, w.dV, L * Dv);
         }
     }
     /* Per position: the rounds in order, then the key normalisation's backward. */
@@ -355,13 +364,13 @@ static qkv_status lsh_backward(qkv_ctx *ctx, qkv_node *nd) {
             float dot = 0;
             for (int64_t r = 0; r < p->nh; r++) {
                 const int64_t s = bh * NT + place[r * T + t];
-                for (int64_t d = 0; d < D; d++) dot += (dk_self[s * D + d] + dk_prev[s * D + d]) * k[d];
+                for (int64_t d = 0; d < D; d++) dot += dk[s * D + d] * k[d];
             }
             const float c3 = rho * rho * rho * dot / (float)D;
             float *o = gq + i * D;
             for (int64_t r = 0; r < p->nh; r++) {
                 const int64_t s = bh * NT + place[r * T + t];
-                for (int64_t d = 0; d < D; d++) o[d] += dq[s * D + d] + rho * (dk_self[s * D + d] + dk_prev[s * D + d]);
+                for (int64_t d = 0; d < D; d++) o[d] += dq[s * D + d] + rho * dk[s * D + d];
             }
             for (int64_t d = 0; d < D; d++) o[d] -= c3 * k[d];
         }
@@ -369,7 +378,7 @@ static qkv_status lsh_backward(qkv_ctx *ctx, qkv_node *nd) {
             float *o = gvd + i * Dv;
             for (int64_t r = 0; r < p->nh; r++) {
                 const int64_t s = bh * NT + place[r * T + t];
-                for (int64_t d = 0; d < Dv; d++) o[d] += dv_self[s * Dv + d] + dv_prev[s * Dv + d];
+                for (int64_t d = 0; d < Dv; d++) o[d] += dv[s * Dv + d];
             }
         }
     }
