@@ -19,6 +19,7 @@
 #include "qkv/data.h"
 #include "qkv/metrics.h"
 #include "qkv/text.h"
+#include "qkv/dialogue.h"
 #include "qkv/shard.h"
 #include "qkv/init.h"
 #include "qkv/rnn.h"
