@@ -69,8 +69,9 @@ static void fill_batch(const int32_t *text, int64_t n, qkv_rng *rng, bool sequen
     }
 }
 
-/* Trains reformer_lm with the model config for `steps` AdamW steps; the dev loss (nats), or NAN. */
-static double train_and_eval(const corpus *c, const char *json, int steps, float lr) {
+/* Trains reformer_lm with the model config for `steps` AdamW steps; the dev loss (nats), or NAN; *first_loss the
+ * first step's training loss. */
+static double train_and_eval(const corpus *c, const char *json, int steps, float lr, double *first_loss) {
     const qkv_model_type *type = qkv_model_type_find("reformer_lm");
     CHECK_NN(type);
     if (!type) return NAN;
@@ -113,6 +114,7 @@ static double train_and_eval(const corpus *c, const char *json, int steps, float
         if (loss) dev = qkv_f32(loss)[0];
         printf("  %s: first train loss %.3f, dev loss after %d steps %.3f nats (%.3f bits/char)\n", json, first,
                steps, dev, dev / log(2.0));
+        *first_loss = first;
         type->free(m);
     }
     qkv_tensor_free(tg);
@@ -129,17 +131,20 @@ TEST(char_reformer_learns) {
         test_skip("QKV_SHARED/data/lm/{train,dev}.txt not found (set QKV_SHARED)");
         return;
     }
-    double h = unigram_entropy(&c);
+    double h = unigram_entropy(&c), first = NAN;
+    /* Under the sanitizers (an unoptimised build, ~30x slower) a short run that must only make progress. */
+    const bool sanitized = getenv("QKV_SANITIZED") != NULL;
     printf("  unigram entropy of the slice: %.3f nats\n", h);
     double lsh = train_and_eval(&c, "{\"d_model\": 64, \"n_heads\": 2, \"d_head\": 32, \"d_ff\": 128, "
                                     "\"n_layers\": 2, \"chunk_len\": 16, \"n_hashes\": 2, \"ff_chunk\": 256}",
-                                200, 3e-3f);
-    CHECKF(lsh < h - 0.5, "reformer dev loss %.3f not below unigram %.3f - 0.5", lsh, h);
+                                sanitized ? 20 : 200, 3e-3f, &first);
+    if (sanitized) CHECKF(lsh < first - 0.5, "reformer dev loss %.3f not below its first loss %.3f - 0.5", lsh, first);
+    else CHECKF(lsh < h - 0.5, "reformer dev loss %.3f not below unigram %.3f - 0.5", lsh, h);
     double mixed = train_and_eval(&c, "{\"d_model\": 48, \"n_heads\": 2, \"d_head\": 24, \"d_ff\": 96, "
                                       "\"n_layers\": 2, \"chunk_len\": 8, \"attention\": \"full,lsh\", "
                                       "\"positions\": \"axial\"}",
-                                  60, 3e-3f);
-    CHECKF(isfinite(mixed) && mixed < h, "mixed / axial reformer dev loss %.3f not below unigram %.3f", mixed, h);
+                                  sanitized ? 10 : 60, 3e-3f, &first);
+    CHECKF(isfinite(mixed) && mixed < (sanitized ? first : h), "mixed / axial reformer dev loss %.3f too high", mixed);
     free(c.train);
     free(c.dev);
 }

@@ -13,6 +13,7 @@ static const cli_command *const commands[] = {
     &cmd_predict,
     &cmd_tag,
     &cmd_generate,
+    &cmd_chat,
     &cmd_translate,
     &cmd_summarize,
     &cmd_viz,
