@@ -1,5 +1,6 @@
-/* Reversible residual blocks and chunked layers (qkv/nn_reversible.h) on the autograd's sub-graph hook: the same
- * outputs and gradients as the ordinary computation of the same function (dropout included), finite differences,
+/* Reversible residual blocks and chunked layers (qkv/nn_reversible.h) on the autograd's sub-graph hook: PyTorch
+ * fixtures (tests/ref/reversible.py), the same outputs and gradients as the ordinary computation of the same
+ * function (dropout included), finite differences,
  * activation memory that does not grow with depth, chunks inside reversible blocks, and the tape / arena marks. */
 #include <math.h>
 #include <string.h>
@@ -170,6 +171,34 @@ TEST(equals_plain_computation) {
     compare_runs("3 blocks, chunked g, dropout", 3, 0.2f, 4);
 }
 
+/* The fixture's stack: inputs x then, per block, f's and g's (w1, b1, w2). The backward runs after this function
+ * returns (fixture_check differentiates the output), so the blocks' user data must outlive the call: static. */
+static ff fixture_f[MAXB], fixture_g[MAXB];
+
+static qkv_tensor *f_fixture(qkv_ctx *c, qkv_tensor **in, void *u) {
+    int n = *(const int *)u;
+    qkv_nn_rev_block blk[MAXB];
+    for (int b = 0; b < n; b++) {
+        qkv_tensor **w = in + 1 + 6 * b;
+        fixture_f[b] = (ff){w[0], w[1], w[2], 0.0f, 0};
+        fixture_g[b] = (ff){w[3], w[4], w[5], 0.0f, 0};
+        blk[b] = (qkv_nn_rev_block){ff_apply, ff_apply, &fixture_f[b], &fixture_g[b]};
+    }
+    return qkv_nn_reversible(c, in[0], n, blk, 6 * n, in + 1);
+}
+
+TEST(pytorch_fixtures) {
+    qkv_st_file *f = qkv_st_open(test_fixture_path("reversible.safetensors"));
+    if (!f) {
+        CHECKF(false, "%s", qkv_last_error());
+        return;
+    }
+    int one = 1, two = 2;
+    CHECK(fixture_check(f, "one_block", f_fixture, &one, 1e-5, 1e-6));
+    CHECK(fixture_check(f, "two_blocks", f_fixture, &two, 1e-5, 1e-6));
+    qkv_st_close(f);
+}
+
 TEST(gradcheck_reversible) {
     stack s = stack_make(2, 3, 4, 0.0f, 2);
     s.reversible = true;
@@ -254,6 +283,7 @@ TEST(bad_input) {
 
 int main(void) {
     RUN(equals_plain_computation);
+    RUN(pytorch_fixtures);
     RUN(gradcheck_reversible);
     RUN(activation_memory_does_not_grow_with_depth);
     RUN(marks_rewind_tape_and_arena);
