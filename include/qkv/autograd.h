@@ -62,6 +62,8 @@ size_t qkv_ctx_arena_bytes(const qkv_ctx *ctx);
 size_t qkv_ctx_tape_length(const qkv_ctx *ctx);
 /* Number of times the arena had to ask the system for memory since the context was created. */
 size_t qkv_ctx_arena_allocs(const qkv_ctx *ctx);
+/* Most bytes of the arena in use at once since the context was created (rewinds included, see qkv_ctx_rewind). */
+size_t qkv_ctx_arena_peak(const qkv_ctx *ctx);
 
 /* Backpropagate from a scalar (numel 1) output: seeds d(out)=1. */
 qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out);
@@ -103,6 +105,42 @@ qkv_node *qkv_record(qkv_ctx *ctx, qkv_tensor *out, const char *op, qkv_backward
                      qkv_tensor *const *in);
 /* The gradient buffer of `t` for accumulation (allocated zeroed on first use), or NULL if t needs no gradient. */
 qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t);
+
+/* ---- Sub-graphs: nodes that recompute in their backward -------------------------------------------------------
+ * An op may own a sub-graph instead of recording it: its forward runs the sub-graph with gradients off and keeps
+ * only what it needs to run it again (reversible layers keep nothing but their output; chunked layers their input),
+ * and its backward, called with gradients off like any other, recomputes the sub-graph with gradients on inside a
+ * segment and differentiates that segment alone:
+ *
+ *     qkv_ctx_mark m = qkv_ctx_mark_now(ctx);            // tape and arena position
+ *     qkv_ctx_set_grad(ctx, true);
+ *     x = fresh leaf copying the saved input, requires grad;
+ *     y = f(ctx, x);                                     // records a segment of tape after the mark
+ *     qkv_ctx_set_grad(ctx, false);
+ *     qkv_backward_since(ctx, &m, y, dy);                // runs the segment's nodes only
+ *     ... read x->grad ...
+ *     qkv_ctx_rewind(ctx, &m);                           // the segment's tensors, nodes and gradients are gone
+ *
+ * The forward uses the same mark / rewind to drop each piece's temporaries, so the memory of a stack of such nodes
+ * does not grow with its depth. Segments nest (a chunked layer inside a reversible one). Rules: a tensor made
+ * before the mark whose gradient the segment writes must already have its gradient buffer (a heap tensor, or
+ * qkv_grad_for() called before the mark), since memory the segment allocates is reused after the rewind; dropout
+ * and other random draws repeat only if the caller restores the context generator (qkv_ctx_rng) to its state at
+ * the forward. */
+typedef struct qkv_ctx_mark {
+    size_t tape_len, arena_used, arena_in_use, n_spare;
+    void *arena_chunk; /* opaque */
+    void *spare;       /* opaque: the context's free gradient buffers at the mark */
+} qkv_ctx_mark;
+
+/* The present position of the tape and arena. */
+qkv_ctx_mark qkv_ctx_mark_now(qkv_ctx *ctx);
+/* Forget every node and context tensor made since the mark (their memory is reused); gradients given out since
+ * then are invalid. */
+void qkv_ctx_rewind(qkv_ctx *ctx, const qkv_ctx_mark *mark);
+/* Backpropagate grad_out (out's shape, float32) from out through the nodes recorded since the mark only. out must
+ * have been produced after the mark. grad_out is read, never written, and must live until the rewind. */
+qkv_status qkv_backward_since(qkv_ctx *ctx, const qkv_ctx_mark *mark, qkv_tensor *out, const qkv_tensor *grad_out);
 
 #ifdef __cplusplus
 }

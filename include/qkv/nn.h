@@ -31,6 +31,7 @@
 
 #include "qkv/nn_attention.h"
 #include "qkv/nn_layers.h"
+#include "qkv/nn_reversible.h"
 #include "qkv/nn_transformer.h"
 #include "qkv/rnn.h"
 

@@ -90,3 +90,15 @@ size_t qkv__arena_capacity(const qkv_arena *a) {
     for (const qkv_arena_chunk *c = a->head; c; c = c->next) total += c->size;
     return total;
 }
+
+qkv_arena_mark qkv__arena_mark(const qkv_arena *a) {
+    return (qkv_arena_mark){a->cur, a->cur ? a->cur->used : 0, a->in_use};
+}
+
+void qkv__arena_rewind(qkv_arena *a, const qkv_arena_mark *m) {
+    /* Chunks after the marked one stay in the list; alloc moves on to them (resetting their fill) as before a
+     * reset. With no chunk at the mark, the first chunk made since is the start. */
+    a->cur = m->cur ? m->cur : a->head;
+    if (a->cur) a->cur->used = m->cur ? m->used : 0;
+    a->in_use = m->in_use;
+}

@@ -23,6 +23,13 @@ void *qkv__arena_alloc(qkv_arena *a, size_t bytes);
 void qkv__arena_reset(qkv_arena *a);
 void qkv__arena_free(qkv_arena *a);
 size_t qkv__arena_capacity(const qkv_arena *a);
+/* Position of the arena (its current chunk and fill) and a return to it: what was allocated since is reused. */
+typedef struct {
+    qkv_arena_chunk *cur;
+    size_t used, in_use;
+} qkv_arena_mark;
+qkv_arena_mark qkv__arena_mark(const qkv_arena *a);
+void qkv__arena_rewind(qkv_arena *a, const qkv_arena_mark *m);
 
 QKV_INTERNAL_END
 #endif

@@ -76,6 +76,7 @@ void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) { return qkv__arena_alloc(&ctx->
 size_t qkv_ctx_arena_bytes(const qkv_ctx *ctx) { return qkv__arena_capacity(&ctx->arena); }
 size_t qkv_ctx_tape_length(const qkv_ctx *ctx) { return ctx->tape_len; }
 size_t qkv_ctx_arena_allocs(const qkv_ctx *ctx) { return ctx->arena.system_allocs; }
+size_t qkv_ctx_arena_peak(const qkv_ctx *ctx) { return ctx->arena.high_water; }
 
 qkv_tensor *qkv_ctx_tensor(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > QKV_MAX_DIMS) {
@@ -280,14 +281,18 @@ static leaf_use *leaf_uses(qkv_ctx *ctx, size_t *n) {
     return u;
 }
 
-static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
+/* Runs the nodes of tape positions [first, tape_len) backwards. A node's backward may itself record and run a
+ * segment past the end of the tape (qkv_backward_since) and rewind it, so the tape is read afresh each step. The
+ * grad-ready hook hears of leaves in the whole pass (first 0) only: a segment's leaves are inputs of the node that
+ * owns it, reported when the walk passes that node. */
+static qkv_status run_backward_from(qkv_ctx *ctx, size_t first) {
     /* Nodes were appended in execution order, so reverse tape order is a topological order. Only nodes that
-     * lead to `out` and have a gradient run. */
+     * lead to the output and have a gradient run. */
     bool prev = qkv_ctx_set_grad(ctx, false);
     qkv_status st = QKV_OK;
     size_t n_uses = 0, next = 0;
-    leaf_use *uses = ctx->ready ? leaf_uses(ctx, &n_uses) : NULL;
-    for (size_t k = ctx->tape_len; k-- > 0;) {
+    leaf_use *uses = ctx->ready && first == 0 ? leaf_uses(ctx, &n_uses) : NULL;
+    for (size_t k = ctx->tape_len; k-- > first;) {
         qkv_node *n = ctx->tape[k];
         if (n->out->grad) {
             st = n->backward(ctx, n);
@@ -298,8 +303,12 @@ static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
             if (uses[next].leaf->grad) ctx->ready(ctx->ready_user, uses[next].leaf);
     }
     qkv_ctx_set_grad(ctx, prev);
-    (void)out;
     return st;
+}
+
+static qkv_status run_backward(qkv_ctx *ctx, qkv_tensor *out) {
+    (void)out;
+    return run_backward_from(ctx, 0);
 }
 
 qkv_status qkv_backward(qkv_ctx *ctx, qkv_tensor *out) {
@@ -346,4 +355,50 @@ qkv_status qkv_backward_with(qkv_ctx *ctx, qkv_tensor *out, const qkv_tensor *gr
     if (fresh) memset(g->data, 0, (size_t)qkv_numel(g) * sizeof(float));
     qkv__strided_add(g->data, grad_out); /* g is contiguous in out's shape; grad_out may have any strides */
     return run_backward(ctx, out);
+}
+
+/* ---- sub-graphs ------------------------------------------------------------------------------------------------ */
+
+qkv_ctx_mark qkv_ctx_mark_now(qkv_ctx *ctx) {
+    /* The free gradient buffers are copied (into arena memory from before the mark): a segment takes some and
+     * returns its own, all of which the rewind must undo. */
+    spare_buf *copy = ctx->n_spare ? qkv__arena_alloc(&ctx->arena, sizeof *copy * ctx->n_spare) : NULL;
+    if (copy) memcpy(copy, ctx->spare, sizeof *copy * ctx->n_spare);
+    qkv_arena_mark am = qkv__arena_mark(&ctx->arena);
+    return (qkv_ctx_mark){.tape_len = ctx->tape_len, .arena_used = am.used, .arena_in_use = am.in_use,
+                          .n_spare = copy ? ctx->n_spare : 0, .arena_chunk = am.cur, .spare = copy};
+}
+
+void qkv_ctx_rewind(qkv_ctx *ctx, const qkv_ctx_mark *m) {
+    if (m->tape_len < ctx->tape_len) ctx->tape_len = m->tape_len;
+    /* n_spare at the mark fits the array: it held that many then and never shrinks its capacity. */
+    if (m->n_spare) memcpy(ctx->spare, m->spare, sizeof(spare_buf) * m->n_spare);
+    ctx->n_spare = m->n_spare;
+    qkv_arena_mark am = {m->arena_chunk, m->arena_used, m->arena_in_use};
+    qkv__arena_rewind(&ctx->arena, &am);
+}
+
+qkv_status qkv_backward_since(qkv_ctx *ctx, const qkv_ctx_mark *m, qkv_tensor *out, const qkv_tensor *grad_out) {
+    char a[96], b[96];
+    if (!out) return qkv_last_status() ? qkv_last_status() : qkv_error_set(QKV_ERR_INVALID, "backward: no output");
+    if (!grad_out || grad_out->dtype != QKV_F32 || !qkv_same_shape(out, grad_out))
+        return qkv_error_set(QKV_ERR_INVALID, "backward_since: gradient %s does not match output %s",
+                             grad_out ? qkv_shape_str(grad_out, a, sizeof a) : "(none)",
+                             qkv_shape_str(out, b, sizeof b));
+    bool in_segment = false;
+    for (size_t k = m->tape_len; k < ctx->tape_len && !in_segment; k++) in_segment = ctx->tape[k] == out->node;
+    if (!in_segment)
+        return qkv_error_set(QKV_ERR_INVALID, "backward_since: the output was not produced after the mark");
+    if (out->grad) return qkv_error_set(QKV_ERR_INVALID, "backward_since: the output already has a gradient");
+    if (qkv_is_contiguous(grad_out)) {
+        out->grad = (qkv_tensor *)grad_out;
+        out->flags |= QKV__FLAG_BORROWED_GRAD;
+    } else {
+        bool fresh;
+        qkv_tensor *g = qkv__grad_fresh(ctx, out, &fresh);
+        if (!g) return qkv_last_status();
+        if (fresh) memset(g->data, 0, (size_t)qkv_numel(g) * sizeof(float));
+        qkv__strided_add(g->data, grad_out);
+    }
+    return run_backward_from(ctx, m->tape_len);
 }

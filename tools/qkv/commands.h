@@ -24,5 +24,7 @@ extern const cli_command cmd_config;
 extern const cli_command cmd_similar;
 extern const cli_command cmd_lesson;
 extern const cli_command cmd_serve; /* built with libmicrohttpd (QKV_HAVE_SERVE) */
+extern const cli_command cmd_data;
+extern const cli_command cmd_chat;
 
 #endif

@@ -1,0 +1,544 @@
+/* The Reformer language model (Kitaev et al. 2020; Trax's ReformerLM), model type "reformer_lm":
+ *
+ *     ShiftRight -> Embedding -> + positions (learned or axial) -> Dropout -> Dup -> Concatenate streams [x | x]
+ *     -> n reversible blocks, each  y1 = x1 + Attention(LayerNorm(x2)),  y2 = x2 + FeedForward(LayerNorm(y1))
+ *        with causal LSH or full attention as the config's pattern says for that layer, the feed-forward applied
+ *        in chunks of rows when ff_chunk > 0
+ *     -> LayerNorm over both streams [2 d] -> Dense -> logits.
+ *
+ * The blocks run through qkv_nn_reversible (activation memory independent of depth) and the LSH attention through
+ * qkv_lsh_attention (memory linear in the length). A sequence is padded at its end to a multiple of chunk_len for
+ * the LSH layers (causal masking hides the padding from every real position) and the logits cut back.
+ *
+ * Hashing. In training mode every forward draws fresh rotations from the context generator (the reversible
+ * backward restores the generator, so the backward sees the forward's hashes, as Trax); in eval mode the rotations
+ * of layer l come from a generator seeded with hash_seed + l, so scoring and decoding are deterministic.
+ *
+ * Decoding recomputes the whole history every step (no LSH cache yet): O(T) forwards of length up to T. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/attention.h"
+#include "qkv/lsh_attention.h"
+#include "qkv/model.h"
+#include "qkv/nn.h"
+#include "qkv/ops.h"
+#include "qkv/schema.h"
+
+#define RF_MAX_LAYERS 64
+#define RF_PARAMS_PER_LAYER 16
+
+typedef struct rf_model rf_model;
+
+typedef struct {
+    const rf_model *m;
+    int layer;
+    bool lsh;
+    qkv_nn_layer_norm norm;
+    qkv_nn_linear q, k, v, out; /* q is the shared query-key projection of an LSH layer; k unused there */
+} rf_attention;
+
+typedef struct {
+    const rf_model *m;
+    qkv_nn_layer_norm norm;
+    qkv_nn_linear w1, w2;
+} rf_feed_forward;
+
+typedef struct {
+    int64_t vocab, d_model, n_heads, d_head, d_ff, n_layers, n_ctx, chunk_len, n_hashes, n_buckets, ff_chunk;
+    int64_t axial[2]; /* axial positions: n_ctx = axial[0] * axial[1]; 0 = learned table */
+    float dropout;
+    bool shift_right, any_lsh;
+    int32_t start_id;
+    uint64_t hash_seed;
+    bool lsh[RF_MAX_LAYERS];
+} rf_config;
+
+struct rf_model {
+    rf_config c;
+    qkv_nn_embedding embedding;
+    qkv_tensor *pos, *axial0, *axial1;
+    rf_attention attn[RF_MAX_LAYERS];
+    rf_feed_forward ff[RF_MAX_LAYERS];
+    qkv_nn_layer_norm norm;
+    qkv_nn_linear head;
+    qkv_tensor **block_params; /* every parameter of the blocks, for the reversible node */
+    int n_block_params;
+};
+
+/* ---- the two halves of a block -------------------------------------------------------------------------------- */
+
+/* x [B, T, H * dh] -> [B, H, T, dh] (a view). */
+static qkv_tensor *heads(qkv_ctx *ctx, qkv_tensor *x, int64_t H, int64_t dh) {
+    if (!x) return NULL;
+    qkv_tensor *r = qkv_reshape(ctx, x, QKV_DIMS(x->shape[0], x->shape[1], H, dh));
+    return qkv_permute(ctx, r, (const int[]){0, 2, 1, 3});
+}
+
+static qkv_tensor *attention_half(qkv_ctx *ctx, qkv_tensor *x, void *user) {
+    const rf_attention *a = user;
+    const rf_config *c = &a->m->c;
+    const int64_t B = x->shape[0], T = x->shape[1], H = c->n_heads, dh = c->d_head;
+    qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &a->norm, x);
+    qkv_tensor *o;
+    if (a->lsh) {
+        qkv_tensor *qk = heads(ctx, qkv_nn_linear_forward(ctx, &a->q, h), H, dh);
+        qkv_tensor *v = heads(ctx, qkv_nn_linear_forward(ctx, &a->v, h), H, dh);
+        int nb = c->n_buckets ? (int)c->n_buckets : qkv_lsh_default_buckets(T, c->chunk_len);
+        qkv_rng fixed, *rng = qkv_ctx_rng(ctx);
+        if (!qkv_ctx_training(ctx)) {
+            qkv_rng_init(&fixed, c->hash_seed + (uint64_t)a->layer);
+            rng = &fixed;
+        }
+        qkv_tensor *rot = qkv_lsh_rotations(ctx, rng, dh, (int)c->n_hashes, nb);
+        qkv_lsh_opts lo = qkv_lsh_defaults();
+        lo.chunk_len = c->chunk_len;
+        lo.causal = true;
+        o = rot ? qkv_lsh_attention(ctx, qk, v, rot, &lo) : NULL;
+    } else {
+        qkv_tensor *q = heads(ctx, qkv_nn_linear_forward(ctx, &a->q, h), H, dh);
+        qkv_tensor *k = heads(ctx, qkv_nn_linear_forward(ctx, &a->k, h), H, dh);
+        qkv_tensor *v = heads(ctx, qkv_nn_linear_forward(ctx, &a->v, h), H, dh);
+        qkv_sdpa_opts so = qkv_sdpa_defaults();
+        so.causal = true;
+        o = qkv_sdpa(ctx, q, k, v, &so);
+    }
+    o = qkv_permute(ctx, o, (const int[]){0, 2, 1, 3});
+    o = qkv_reshape(ctx, o ? qkv_contiguous(ctx, o) : NULL, QKV_DIMS(B, T, H * dh));
+    return qkv_dropout(ctx, qkv_nn_linear_forward(ctx, &a->out, o), c->dropout);
+}
+
+static qkv_tensor *ff_rows(qkv_ctx *ctx, qkv_tensor *x, void *user) {
+    const rf_feed_forward *f = user;
+    const float p = f->m->c.dropout;
+    qkv_tensor *h = qkv_nn_linear_forward(ctx, &f->w1, qkv_nn_layer_norm_forward(ctx, &f->norm, x));
+    h = qkv_dropout(ctx, qkv_gelu_tanh(ctx, h), p);
+    return qkv_dropout(ctx, qkv_nn_linear_forward(ctx, &f->w2, h), p);
+}
+
+static qkv_tensor *ff_half(qkv_ctx *ctx, qkv_tensor *x, void *user) {
+    rf_feed_forward *f = user;
+    if (f->m->c.ff_chunk <= 0) return ff_rows(ctx, x, user);
+    qkv_tensor *p[6] = {f->norm.weight, f->norm.bias, f->w1.weight, f->w1.bias, f->w2.weight, f->w2.bias};
+    return qkv_nn_chunked(ctx, x, f->m->c.ff_chunk, f->m->c.d_model, ff_rows, f, 6, p);
+}
+
+/* ---- building ------------------------------------------------------------------------------------------------- */
+
+static void rf_free(rf_model *m) {
+    if (!m) return;
+    free(m->block_params);
+    free(m);
+}
+
+static qkv_status add_block_param(rf_model *m, qkv_tensor *t) {
+    if (t) m->block_params[m->n_block_params++] = t;
+    return QKV_OK;
+}
+
+static rf_model *rf_new(const rf_config *c, qkv_params *params, qkv_rng *rng) {
+    rf_model *m = calloc(1, sizeof *m);
+    if (m) m->block_params = calloc((size_t)(c->n_layers * RF_PARAMS_PER_LAYER), sizeof *m->block_params);
+    if (!m || !m->block_params) {
+        rf_free(m);
+        qkv_error_set(QKV_ERR_NOMEM, "reformer_lm: out of memory");
+        return NULL;
+    }
+    m->c = *c;
+    const int64_t d = c->d_model, hd = c->n_heads * c->d_head;
+    char pre[128], name[160];
+    qkv_status st = qkv_nn_embedding_init(&m->embedding, params, "embedding", c->vocab, d, QKV_NN_NO_PADDING, false,
+                                          rng);
+    if (!st && c->axial[0]) {
+        int64_t d0 = d / 2;
+        m->axial0 = qkv_params_add(params, "pos", "axial0", QKV_DIMS(c->axial[0], d0));
+        m->axial1 = qkv_params_add(params, "pos", "axial1", QKV_DIMS(c->axial[1], d - d0));
+        if (!m->axial0 || !m->axial1) st = qkv_last_status();
+        else {
+            qkv_rng_fill_normal(rng, m->axial0, 0.0f, 1.0f);
+            qkv_rng_fill_normal(rng, m->axial1, 0.0f, 1.0f);
+        }
+    } else if (!st) {
+        m->pos = qkv_params_add(params, "pos", "weight", QKV_DIMS(c->n_ctx, d));
+        if (!m->pos) st = qkv_last_status();
+        else qkv_rng_fill_normal(rng, m->pos, 0.0f, 1.0f);
+    }
+    for (int l = 0; l < c->n_layers && !st; l++) {
+        rf_attention *a = &m->attn[l];
+        rf_feed_forward *f = &m->ff[l];
+        a->m = f->m = m;
+        a->layer = l;
+        a->lsh = c->lsh[l];
+        snprintf(pre, sizeof pre, "layers.%d.attn", l);
+#define JOIN(sub) (qkv_params_join(name, sizeof name, pre, sub) ? NULL : name)
+        st = qkv_nn_layer_norm_init(&a->norm, params, JOIN("norm"), d, 1e-5f, true);
+        if (!st) st = qkv_nn_linear_init(&a->q, params, JOIN(a->lsh ? "qk" : "q"), d, hd, false, rng);
+        if (!st && !a->lsh) st = qkv_nn_linear_init(&a->k, params, JOIN("k"), d, hd, false, rng);
+        if (!st) st = qkv_nn_linear_init(&a->v, params, JOIN("v"), d, hd, false, rng);
+        if (!st) st = qkv_nn_linear_init(&a->out, params, JOIN("out"), hd, d, true, rng);
+        snprintf(pre, sizeof pre, "layers.%d.ff", l);
+        if (!st) st = qkv_nn_layer_norm_init(&f->norm, params, JOIN("norm"), d, 1e-5f, true);
+        if (!st) st = qkv_nn_linear_init(&f->w1, params, JOIN("w1"), d, c->d_ff, true, rng);
+        if (!st) st = qkv_nn_linear_init(&f->w2, params, JOIN("w2"), c->d_ff, d, true, rng);
+#undef JOIN
+        if (st) break;
+        qkv_tensor *ts[] = {a->norm.weight, a->norm.bias, a->q.weight, a->k.weight, a->v.weight, a->out.weight,
+                            a->out.bias, f->norm.weight, f->norm.bias, f->w1.weight, f->w1.bias, f->w2.weight,
+                            f->w2.bias};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) add_block_param(m, ts[i]);
+    }
+    if (!st) st = qkv_nn_layer_norm_init(&m->norm, params, "norm", 2 * d, 1e-5f, true);
+    if (!st) st = qkv_nn_linear_init(&m->head, params, "head", 2 * d, c->vocab, true, rng);
+    if (st) {
+        rf_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- forward ---------------------------------------------------------------------------------------------------- */
+
+/* The positions [P, d] of the first P places. */
+static qkv_tensor *positions(qkv_ctx *ctx, const rf_model *m, int64_t P) {
+    const rf_config *c = &m->c;
+    if (!c->axial[0]) return qkv_slice(ctx, m->pos, 0, 0, P, 1);
+    /* Axial: place i = (i / a1, i % a1) takes [axial0[i / a1] | axial1[i % a1]]. */
+    const int64_t a0 = c->axial[0], a1 = c->axial[1], d0 = m->axial0->shape[1], d1 = m->axial1->shape[1];
+    qkv_tensor *p0 = qkv_broadcast_to(ctx, qkv_reshape(ctx, m->axial0, QKV_DIMS(a0, 1, d0)), QKV_DIMS(a0, a1, d0));
+    qkv_tensor *p1 = qkv_broadcast_to(ctx, qkv_reshape(ctx, m->axial1, QKV_DIMS(1, a1, d1)), QKV_DIMS(a0, a1, d1));
+    qkv_tensor *all = qkv_concat(ctx, 2, (qkv_tensor *[]){p0, p1}, -1);
+    return qkv_slice(ctx, qkv_reshape(ctx, all, QKV_DIMS(a0 * a1, c->d_model)), 0, 0, P, 1);
+}
+
+/* ids [B, T] int32 -> logits [B, T, V]. */
+static qkv_tensor *rf_forward(qkv_ctx *ctx, const rf_model *m, qkv_tensor *ids) {
+    if (!ids) return NULL;
+    const rf_config *c = &m->c;
+    if (ids->dtype != QKV_I32 || ids->ndim != 2) {
+        qkv_error_set(QKV_ERR_INVALID, "reformer_lm: inputs must be int32 [batch, time]");
+        return NULL;
+    }
+    const int64_t B = ids->shape[0], T = ids->shape[1];
+    const int64_t L = c->any_lsh ? c->chunk_len : 1, P = (T + L - 1) / L * L;
+    if (T < 1 || P > c->n_ctx) {
+        qkv_error_set(QKV_ERR_RANGE, "reformer_lm: sequence of %lld tokens (%lld with padding to chunk_len) "
+                      "outside 1..n_ctx %lld", (long long)T, (long long)P, (long long)c->n_ctx);
+        return NULL;
+    }
+    qkv_tensor *in = ids;
+    if (P != T) { /* pad at the end; causal attention hides it from every real position */
+        in = qkv_ctx_zeros(ctx, QKV_I32, QKV_DIMS(B, P));
+        if (!in) return NULL;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                qkv_i32(in)[b * P + t] = qkv_i32(ids)[b * ids->stride[0] + t * ids->stride[1]];
+    }
+    qkv_tensor *x = qkv_nn_embedding_forward(ctx, &m->embedding, in);
+    x = qkv_dropout(ctx, qkv_add(ctx, x, positions(ctx, m, P)), c->dropout);
+    x = qkv_concat(ctx, 2, (qkv_tensor *[]){x, x}, -1);
+    qkv_nn_rev_block blocks[RF_MAX_LAYERS];
+    for (int l = 0; l < c->n_layers; l++)
+        blocks[l] = (qkv_nn_rev_block){attention_half, ff_half, (void *)&m->attn[l], (void *)&m->ff[l]};
+    x = qkv_nn_reversible(ctx, x, (int)c->n_layers, blocks, m->n_block_params, m->block_params);
+    qkv_tensor *logits = qkv_nn_linear_forward(ctx, &m->head, qkv_nn_layer_norm_forward(ctx, &m->norm, x));
+    return P == T ? logits : qkv_slice(ctx, logits, 1, 0, T, 1);
+}
+
+/* ---- decoding: the whole history each step ----------------------------------------------------------------- */
+
+typedef struct {
+    const rf_model *m;
+    int rows, cap;
+    int64_t len, max_len;
+    int32_t *hist, *moved; /* [cap, max_len] */
+    qkv_ctx *ctx;
+} rf_decoder;
+
+static void rf_dec_free(qkv_decoder_state *st) {
+    rf_decoder *d = (rf_decoder *)st;
+    if (!d) return;
+    free(d->hist);
+    free(d->moved);
+    qkv_ctx_free(d->ctx);
+    free(d);
+}
+
+static void rf_dec_info(const qkv_model *mm, qkv_decoder_info *out) {
+    const rf_model *m = (const rf_model *)mm;
+    *out = (qkv_decoder_info){.vocab = m->c.vocab, .capacity = m->c.n_ctx, .log_probs = false,
+                              .start_token = m->c.shift_right ? m->c.start_id : -1};
+}
+
+static qkv_decoder_state *rf_dec_start(const qkv_model *mm, const int32_t *src, const int32_t *lengths, int n_src,
+                                       int src_len, int rows_per_src, int max_steps) {
+    const rf_model *m = (const rf_model *)mm;
+    if (src || lengths || src_len != 0 || n_src < 1 || rows_per_src < 1 || max_steps < 0) {
+        qkv_error_set(QKV_ERR_INVALID, "reformer_lm decoder: takes no source and needs >= 1 rows (got %d x %d rows, "
+                      "source length %d, %d steps)", n_src, rows_per_src, src_len, max_steps);
+        return NULL;
+    }
+    rf_decoder *d = calloc(1, sizeof *d);
+    int64_t n = max_steps > 0 && max_steps < m->c.n_ctx ? max_steps : m->c.n_ctx;
+    int rows = n_src * rows_per_src;
+    if (d) {
+        d->hist = malloc(sizeof(int32_t) * (size_t)(rows * n));
+        d->moved = malloc(sizeof(int32_t) * (size_t)(rows * n));
+        d->ctx = qkv_ctx_new();
+    }
+    if (!d || !d->hist || !d->moved || !d->ctx) {
+        rf_dec_free((qkv_decoder_state *)d);
+        qkv_error_set(QKV_ERR_NOMEM, "reformer_lm decoder: out of memory");
+        return NULL;
+    }
+    d->m = m;
+    d->rows = d->cap = rows;
+    d->max_len = n;
+    qkv_ctx_set_grad(d->ctx, false);
+    qkv_ctx_set_training(d->ctx, false);
+    return (qkv_decoder_state *)d;
+}
+
+static qkv_status rf_dec_step(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn) {
+    (void)attn;
+    rf_decoder *d = (rf_decoder *)st;
+    const int64_t V = d->m->c.vocab, R = d->rows;
+    if (d->len >= d->max_len)
+        return qkv_error_set(QKV_ERR_RANGE, "reformer_lm decoder: the context of %lld tokens is full",
+                             (long long)d->max_len);
+    for (int64_t r = 0; r < R; r++) {
+        if (tokens[r] < 0 || tokens[r] >= V)
+            return qkv_error_set(QKV_ERR_RANGE, "reformer_lm decoder: token %d outside [0, %lld)", (int)tokens[r],
+                                 (long long)V);
+        d->hist[r * d->max_len + d->len] = tokens[r];
+    }
+    const int64_t T = ++d->len;
+    qkv_ctx_reset(d->ctx);
+    qkv_tensor *ids = qkv_ctx_tensor(d->ctx, QKV_I32, QKV_DIMS(R, T));
+    if (!ids) return qkv_last_status();
+    for (int64_t r = 0; r < R; r++) memcpy(qkv_i32(ids) + r * T, d->hist + r * d->max_len, sizeof(int32_t) * (size_t)T);
+    qkv_tensor *y = qkv_contiguous(d->ctx, qkv_slice(d->ctx, rf_forward(d->ctx, d->m, ids), 1, T - 1, T, 1));
+    if (!y) return qkv_last_status();
+    memcpy(scores, y->data, sizeof(float) * (size_t)(R * V));
+    return QKV_OK;
+}
+
+static qkv_status rf_dec_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
+    rf_decoder *d = (rf_decoder *)st;
+    if (n_rows < 1 || n_rows > d->cap)
+        return qkv_error_set(QKV_ERR_RANGE, "reformer_lm decoder: reorder to %d rows (the state holds 1..%d)",
+                             n_rows, d->cap);
+    for (int r = 0; r < n_rows; r++)
+        if (from[r] < 0 || from[r] >= d->rows)
+            return qkv_error_set(QKV_ERR_RANGE, "reformer_lm decoder: reorder row %d outside [0, %d)", (int)from[r],
+                                 d->rows);
+    for (int r = 0; r < n_rows; r++)
+        memcpy(d->moved + r * d->max_len, d->hist + from[r] * d->max_len, sizeof(int32_t) * (size_t)d->len);
+    memcpy(d->hist, d->moved, sizeof(int32_t) * (size_t)(n_rows * d->max_len));
+    d->rows = n_rows;
+    return QKV_OK;
+}
+
+static const qkv_decoder_ops rf_decoder_ops = {
+    .info = rf_dec_info, .start = rf_dec_start, .step = rf_dec_step, .reorder = rf_dec_reorder, .free = rf_dec_free};
+
+/* ---- the model type ---------------------------------------------------------------------------------------- */
+
+typedef struct rf_opts {
+    int64_t d_model, n_layers, n_heads, d_head, d_ff, n_ctx, chunk_len, n_hashes, n_buckets, ff_chunk, start_id;
+    int64_t hash_seed;
+    const char *attention, *positions, *axial_shape;
+    double dropout;
+    bool shift_right;
+} rf_opts;
+
+static const qkv_field fields[] = {
+    QKV_FIELD_INT(rf_opts, d_model, "d_model", 256, 1, 1 << 16, "width of each of the two residual streams"),
+    QKV_FIELD_INT(rf_opts, n_layers, "n_layers", 2, 1, RF_MAX_LAYERS, "reversible blocks"),
+    QKV_FIELD_INT(rf_opts, n_heads, "n_heads", 2, 1, 1024, "attention heads"),
+    QKV_FIELD_INT(rf_opts, d_head, "d_head", 64, 1, 1 << 14, "width of a head's queries, keys and values"),
+    QKV_FIELD_INT(rf_opts, d_ff, "d_ff", 512, 1, 1 << 20, "inner width of the feed-forward"),
+    QKV_FIELD_INT(rf_opts, n_ctx, "n_ctx", 0, 0, 1 << 24,
+                  "positions; 0: the data's longest sequence rounded up to chunk_len (else 2048)"),
+    QKV_FIELD_STR(rf_opts, attention, "attention", "lsh", 0,
+                  "attention per layer, a comma list of lsh|full repeated over the layers (\"full,lsh\")"),
+    QKV_FIELD_INT(rf_opts, chunk_len, "chunk_len", 64, 1, 1 << 16, "LSH: sorted tokens per chunk"),
+    QKV_FIELD_INT(rf_opts, n_hashes, "n_hashes", 1, 1, 64, "LSH: hash rounds"),
+    QKV_FIELD_INT(rf_opts, n_buckets, "n_buckets", 0, 0, 1 << 20, "LSH: buckets per round (even); 0: 2 T / chunk_len"),
+    QKV_FIELD_INT(rf_opts, hash_seed, "hash_seed", 1234, 0, 1 << 30, "LSH: seed of the rotations in eval mode"),
+    QKV_FIELD_CHOICE(rf_opts, positions, "positions", "learned", "learned|axial", "position embeddings"),
+    QKV_FIELD_STR(rf_opts, axial_shape, "axial_shape", "", 0,
+                  "axial positions: \"A,B\" with A * B = n_ctx; \"\": the most square split"),
+    QKV_FIELD_INT(rf_opts, ff_chunk, "ff_chunk", 0, 0, 1 << 30, "rows per feed-forward chunk; 0: all at once"),
+    QKV_FIELD_NUM(rf_opts, dropout, "dropout", 0.0, 0, 1, QKV_FIELD_HI_OPEN, "dropout after embeddings and blocks"),
+    QKV_FIELD_BOOL(rf_opts, shift_right, "shift_right", true,
+                   "the model reads its targets shifted right (start id first), as Trax's ShiftRight"),
+    QKV_FIELD_INT(rf_opts, start_id, "start_id", 0, 0, 1 << 30, "id fed at the first position by shift_right"),
+};
+
+/* The attention pattern into lsh[0..n), repeated; false (error set) on a bad word. */
+static bool parse_pattern(const char *s, int64_t n, bool *lsh, bool *any) {
+    bool kinds[RF_MAX_LAYERS];
+    int k = 0;
+    *any = false;
+    for (const char *p = s; *p && k < RF_MAX_LAYERS;) {
+        size_t len = strcspn(p, ",");
+        while (len && p[len - 1] == ' ') len--;
+        if (len == 3 && !strncmp(p, "lsh", 3)) kinds[k++] = true;
+        else if (len == 4 && !strncmp(p, "full", 4)) kinds[k++] = false;
+        else {
+            qkv_error_set(QKV_ERR_INVALID, "model.attention \"%s\": expected a comma list of lsh|full", s);
+            return false;
+        }
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+        while (*p == ' ') p++;
+    }
+    if (!k) {
+        qkv_error_set(QKV_ERR_INVALID, "model.attention \"%s\": expected a comma list of lsh|full", s);
+        return false;
+    }
+    for (int64_t l = 0; l < n; l++) {
+        if (lsh) lsh[l] = kinds[l % k];
+        *any |= kinds[l % k];
+    }
+    return true;
+}
+
+static qkv_status check_opts(const void *p) {
+    const rf_opts *o = p;
+    bool any;
+    if (!parse_pattern(o->attention, o->n_layers, NULL, &any)) return qkv_last_status();
+    if (o->n_buckets % 2)
+        return qkv_error_set(QKV_ERR_INVALID, "model.n_buckets %lld must be even (or 0)", (long long)o->n_buckets);
+    if (any && o->n_ctx && o->n_ctx % o->chunk_len)
+        return qkv_error_set(QKV_ERR_INVALID, "model.n_ctx %lld must be a multiple of model.chunk_len %lld",
+                             (long long)o->n_ctx, (long long)o->chunk_len);
+    return QKV_OK;
+}
+
+static const qkv_schema schema = QKV_SCHEMA("model", rf_opts, fields, check_opts);
+static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
+
+/* "A,B" or "" (the most square split of n) into a[2]. */
+static bool axial_split(const char *s, int64_t n, int64_t *a) {
+    if (s && *s) {
+        long long x, y;
+        if (sscanf(s, "%lld,%lld", &x, &y) != 2 || x < 1 || y < 1 || x * y != n) {
+            qkv_error_set(QKV_ERR_INVALID, "model.axial_shape \"%s\": expected \"A,B\" with A * B = n_ctx %lld", s,
+                          (long long)n);
+            return false;
+        }
+        a[0] = x, a[1] = y;
+        return true;
+    }
+    int64_t best = 1;
+    for (int64_t f = 1; f * f <= n; f++)
+        if (n % f == 0) best = f;
+    a[0] = best, a[1] = n / best;
+    return true;
+}
+
+static qkv_model *reformer_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
+    rf_opts o;
+    if (qkv_model_config(&schema, cfg, &o)) return NULL;
+    rf_config c = {.vocab = info ? info->vocab_size : 0, .d_model = o.d_model, .n_heads = o.n_heads,
+                   .d_head = o.d_head, .d_ff = o.d_ff, .n_layers = o.n_layers, .chunk_len = o.chunk_len,
+                   .n_hashes = o.n_hashes, .n_buckets = o.n_buckets, .ff_chunk = o.ff_chunk,
+                   .dropout = (float)o.dropout, .shift_right = o.shift_right, .start_id = (int32_t)o.start_id,
+                   .hash_seed = (uint64_t)o.hash_seed};
+    if (!parse_pattern(o.attention, o.n_layers, c.lsh, &c.any_lsh)) return NULL;
+    const int64_t L = c.any_lsh ? c.chunk_len : 1;
+    int64_t n = o.n_ctx ? o.n_ctx : info && info->max_len > 0 ? info->max_len : 2048;
+    c.n_ctx = (n + L - 1) / L * L;
+    if (c.vocab < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "reformer_lm: vocabulary size %lld < 1", (long long)c.vocab);
+        return NULL;
+    }
+    if (c.start_id >= c.vocab) {
+        qkv_error_set(QKV_ERR_INVALID, "model.start_id %d outside the vocabulary [0, %lld)", (int)c.start_id,
+                      (long long)c.vocab);
+        return NULL;
+    }
+    if (!strcmp(o.positions, "axial") && !axial_split(o.axial_shape, c.n_ctx, c.axial)) return NULL;
+    return (qkv_model *)rf_new(&c, params, rng);
+}
+
+static void reformer_free(qkv_model *m) { rf_free((rf_model *)m); }
+
+static void reformer_info(const qkv_model *m, qkv_model_info *out) { out->max_positions = ((const rf_model *)m)->c.n_ctx; }
+
+static qkv_tensor *model_inputs(qkv_ctx *ctx, const rf_model *m, const qkv_batch *b) {
+    if (!m->c.shift_right) return b->ids;
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "reformer_lm: the batch has no targets to shift right");
+        return NULL;
+    }
+    return qkv_nn_shift_right(ctx, b->targets, (float)m->c.start_id);
+}
+
+static qkv_tensor *reformer_fwd(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b, qkv_attention_maps *maps) {
+    if (maps) memset(maps, 0, sizeof *maps);
+    const rf_model *m = (const rf_model *)mm;
+    return rf_forward(ctx, m, model_inputs(ctx, m, b));
+}
+
+/* Token weights: the mask (1 = counted) times the optional per-token weights, as float32. */
+static qkv_tensor *loss_weights(qkv_ctx *ctx, const qkv_batch *b, bool *bad) {
+    qkv_tensor *w = NULL, *parts[2] = {b->mask, b->weights};
+    *bad = false;
+    for (int i = 0; i < 2; i++) {
+        qkv_tensor *p = parts[i];
+        if (!p) continue;
+        if (p->dtype == QKV_I32) {
+            qkv_tensor *f = qkv_is_contiguous(p) ? qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape) : NULL;
+            if (!f) {
+                if (!qkv_is_contiguous(p)) qkv_error_set(QKV_ERR_INVALID, "reformer_lm: an int32 loss mask must be contiguous");
+                *bad = true;
+                return NULL;
+            }
+            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
+            p = f;
+        }
+        w = w ? qkv_mul(ctx, w, p) : p;
+        if (!w) {
+            *bad = true;
+            return NULL;
+        }
+    }
+    return w;
+}
+
+static qkv_tensor *reformer_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b) {
+    const rf_model *m = (const rf_model *)mm;
+    if (!b->targets) {
+        qkv_error_set(QKV_ERR_INVALID, "reformer_lm: the batch has no targets");
+        return NULL;
+    }
+    qkv_tensor *logits = rf_forward(ctx, m, model_inputs(ctx, m, b));
+    qkv_ce_opts o = qkv_ce_defaults();
+    bool bad;
+    o.token_weight = loss_weights(ctx, b, &bad);
+    if (bad) return NULL;
+    return qkv_cross_entropy(ctx, logits, b->targets, &o);
+}
+
+static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
+
+const qkv_model_type qkv_model_reformer_lm = {
+    .name = "reformer_lm",
+    .task = "lm",
+    .summary = "Reformer LM (Trax's ReformerLM): reversible blocks of causal LSH or full attention, chunked "
+               "feed-forward, axial positions",
+    .config = &schema,
+    .default_config = defaults_json,
+    .create = reformer_create,
+    .free = reformer_free,
+    .loss = reformer_loss,
+    .forward = reformer_fwd,
+    .embeddings = embeddings,
+    .decoder = &rf_decoder_ops,
+    .info = reformer_info,
+};

@@ -1,0 +1,214 @@
+/* The reformer_lm model type: a character-level Reformer (LSH attention, two hash rounds, chunked feed-forward,
+ * reversible blocks) trained for a few hundred steps on a slice of Jane Austen ($QKV_SHARED/data/lm) brings the
+ * dev loss well below the unigram level; mixed full / LSH layers and axial positions build and train; the model
+ * keeps activation memory flat in depth; config errors name the key. Learning is skipped (visibly) without the
+ * shared data. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/model.h"
+#include "qkv/optim.h"
+#include "qkv/threads.h"
+#include "test.h"
+
+enum { TRAIN_BYTES = 300000, DEV_BYTES = 20000, B = 16, T = 64 };
+
+typedef struct {
+    int32_t *train, *dev;
+    int64_t n_train, n_dev, vocab;
+} corpus;
+
+static unsigned char *read_slice(const char *rel, int64_t max, int64_t *n) {
+    const char *path = test_shared_path(rel);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return NULL;
+    unsigned char *buf = malloc((size_t)max);
+    *n = buf ? (int64_t)fread(buf, 1, (size_t)max, f) : 0;
+    fclose(f);
+    return buf;
+}
+
+/* Byte vocabulary of the training slice; dev bytes unseen in training map to id 0. */
+static bool load_corpus(corpus *c) {
+    memset(c, 0, sizeof *c);
+    unsigned char *tr = read_slice("data/lm/train.txt", TRAIN_BYTES, &c->n_train);
+    unsigned char *dv = read_slice("data/lm/dev.txt", DEV_BYTES, &c->n_dev);
+    if (!tr || !dv) {
+        free(tr);
+        free(dv);
+        return false;
+    }
+    int32_t map[256];
+    for (int i = 0; i < 256; i++) map[i] = -1;
+    for (int64_t i = 0; i < c->n_train; i++)
+        if (map[tr[i]] < 0) map[tr[i]] = (int32_t)c->vocab++;
+    c->train = malloc(sizeof(int32_t) * (size_t)c->n_train);
+    c->dev = malloc(sizeof(int32_t) * (size_t)c->n_dev);
+    for (int64_t i = 0; i < c->n_train; i++) c->train[i] = map[tr[i]];
+    for (int64_t i = 0; i < c->n_dev; i++) c->dev[i] = map[dv[i]] < 0 ? 0 : map[dv[i]];
+    free(tr);
+    free(dv);
+    return true;
+}
+
+static double unigram_entropy(const corpus *c) {
+    double h = 0, *p = calloc((size_t)c->vocab, sizeof(double));
+    for (int64_t i = 0; i < c->n_train; i++) p[c->train[i]] += 1.0 / (double)c->n_train;
+    for (int64_t v = 0; v < c->vocab; v++)
+        if (p[v] > 0) h -= p[v] * log(p[v]);
+    free(p);
+    return h;
+}
+
+static void fill_batch(const int32_t *text, int64_t n, qkv_rng *rng, bool sequential, qkv_tensor *tg) {
+    for (int b = 0; b < B; b++) {
+        int64_t s = sequential ? (int64_t)b * T : (int64_t)qkv_rng_below(rng, (uint32_t)(n - T - 1));
+        memcpy(qkv_i32(tg) + b * T, text + s + 1, sizeof(int32_t) * T);
+    }
+}
+
+/* Trains reformer_lm with the model config for `steps` AdamW steps; the dev loss (nats), or NAN; *first_loss the
+ * first step's training loss. */
+static double train_and_eval(const corpus *c, const char *json, int steps, float lr, double *first_loss) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    CHECK_NN(type);
+    if (!type) return NAN;
+    cJSON *cfg = cJSON_Parse(json);
+    qkv_task_info info = {.vocab_size = c->vocab, .max_len = T};
+    qkv_params *params = qkv_params_new();
+    qkv_rng rng;
+    qkv_rng_init(&rng, 99);
+    qkv_model *m = type->create(cfg, &info, params, &rng);
+    CHECKF(m != NULL, "create: %s", qkv_last_error());
+    qkv_optim_config oc = qkv_optim_defaults(QKV_ADAMW);
+    oc.lr = lr;
+    oc.weight_decay = 0.01f;
+    qkv_optim *opt = m ? qkv_optim_new(params, &oc) : NULL;
+    qkv_ctx *ctx = qkv_ctx_new();
+    qkv_tensor *tg = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
+    double first = NAN, dev = NAN;
+    for (int s = 0; m && s < steps; s++) {
+        qkv_ctx_reset(ctx);
+        qkv_optim_zero_grad(opt);
+        fill_batch(c->train, c->n_train, &rng, false, tg);
+        qkv_batch b = {.targets = tg, .n_tokens = B * T};
+        qkv_tensor *loss = type->loss(ctx, m, &b);
+        if (!loss || qkv_backward(ctx, loss) != QKV_OK) {
+            CHECKF(false, "step %d: %s", s, qkv_last_error());
+            break;
+        }
+        if (s == 0) first = qkv_f32(loss)[0];
+        qkv_clip_grad_norm(params, 1.0f);
+        CHECK_OK(qkv_optim_step(opt));
+    }
+    if (m) {
+        qkv_ctx_reset(ctx);
+        qkv_ctx_set_grad(ctx, false);
+        qkv_ctx_set_training(ctx, false);
+        fill_batch(c->dev, c->n_dev, &rng, true, tg);
+        qkv_batch b = {.targets = tg, .n_tokens = B * T};
+        qkv_tensor *loss = type->loss(ctx, m, &b);
+        CHECK_NN(loss);
+        if (loss) dev = qkv_f32(loss)[0];
+        printf("  %s: first train loss %.3f, dev loss after %d steps %.3f nats (%.3f bits/char)\n", json, first,
+               steps, dev, dev / log(2.0));
+        *first_loss = first;
+        type->free(m);
+    }
+    qkv_tensor_free(tg);
+    qkv_ctx_free(ctx);
+    qkv_optim_free(opt);
+    qkv_params_free(params);
+    cJSON_Delete(cfg);
+    return dev;
+}
+
+TEST(char_reformer_learns) {
+    corpus c;
+    if (!load_corpus(&c)) {
+        test_skip("QKV_SHARED/data/lm/{train,dev}.txt not found (set QKV_SHARED)");
+        return;
+    }
+    double h = unigram_entropy(&c), first = NAN;
+    /* Under the sanitizers (an unoptimised build, ~30x slower) a short run that must only make progress. */
+    const bool sanitized = getenv("QKV_SANITIZED") != NULL;
+    printf("  unigram entropy of the slice: %.3f nats\n", h);
+    double lsh = train_and_eval(&c, "{\"d_model\": 64, \"n_heads\": 2, \"d_head\": 32, \"d_ff\": 128, "
+                                    "\"n_layers\": 2, \"chunk_len\": 16, \"n_hashes\": 2, \"ff_chunk\": 256}",
+                                sanitized ? 20 : 200, 3e-3f, &first);
+    if (sanitized) CHECKF(lsh < first - 0.5, "reformer dev loss %.3f not below its first loss %.3f - 0.5", lsh, first);
+    else CHECKF(lsh < h - 0.5, "reformer dev loss %.3f not below unigram %.3f - 0.5", lsh, h);
+    double mixed = train_and_eval(&c, "{\"d_model\": 48, \"n_heads\": 2, \"d_head\": 24, \"d_ff\": 96, "
+                                      "\"n_layers\": 2, \"chunk_len\": 8, \"attention\": \"full,lsh\", "
+                                      "\"positions\": \"axial\"}",
+                                  sanitized ? 10 : 60, 3e-3f, &first);
+    CHECKF(isfinite(mixed) && mixed < (sanitized ? first : h), "mixed / axial reformer dev loss %.3f too high", mixed);
+    free(c.train);
+    free(c.dev);
+}
+
+/* Peak arena of one training step with 2 and 8 layers: the reversible blocks keep it nearly flat (the extra
+ * layers add their saved generator states, not activations). */
+TEST(training_memory_flat_in_depth) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    size_t peak[2];
+    for (int k = 0; k < 2; k++) {
+        char json[200];
+        snprintf(json, sizeof json, "{\"d_model\": 64, \"n_heads\": 2, \"d_head\": 32, \"d_ff\": 128, "
+                 "\"n_layers\": %d, \"chunk_len\": 32}", k ? 8 : 2);
+        cJSON *cfg = cJSON_Parse(json);
+        qkv_task_info info = {.vocab_size = 50, .max_len = 512};
+        qkv_params *params = qkv_params_new();
+        qkv_rng rng;
+        qkv_rng_init(&rng, 5);
+        qkv_model *m = type ? type->create(cfg, &info, params, &rng) : NULL;
+        CHECKF(m != NULL, "%s", qkv_last_error());
+        qkv_ctx *ctx = qkv_ctx_new();
+        qkv_tensor *tg = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(2, 512));
+        for (int64_t i = 0; i < 1024; i++) qkv_i32(tg)[i] = (int32_t)((i * 7) % 50);
+        qkv_batch b = {.targets = tg, .n_tokens = 1024};
+        qkv_tensor *loss = m ? type->loss(ctx, m, &b) : NULL;
+        CHECK(loss && qkv_backward(ctx, loss) == QKV_OK);
+        peak[k] = qkv_ctx_arena_peak(ctx);
+        qkv_ctx_free(ctx);
+        if (m) type->free(m);
+        qkv_params_free(params);
+        cJSON_Delete(cfg);
+    }
+    printf("  peak arena of a step, T = 512: 2 layers %zu bytes, 8 layers %zu bytes\n", peak[0], peak[1]);
+    CHECK(peak[1] < peak[0] + 16384);
+}
+
+TEST(config_errors_name_the_key) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    qkv_task_info info = {.vocab_size = 20, .max_len = 64};
+    static const struct {
+        const char *json, *needle;
+    } bad[] = {
+        {"{\"attention\": \"lsh,sparse\"}", "model.attention"},
+        {"{\"n_buckets\": 3}", "model.n_buckets"},
+        {"{\"n_ctx\": 100, \"chunk_len\": 64}", "model.n_ctx"},
+        {"{\"positions\": \"axial\", \"axial_shape\": \"3,5\"}", "model.axial_shape"},
+    };
+    for (size_t i = 0; type && i < sizeof bad / sizeof *bad; i++) {
+        cJSON *cfg = cJSON_Parse(bad[i].json);
+        qkv_params *params = qkv_params_new();
+        qkv_rng rng;
+        qkv_rng_init(&rng, 1);
+        qkv_model *m = type->create(cfg, &info, params, &rng);
+        CHECKF(!m && strstr(qkv_last_error(), bad[i].needle), "%s: %s", bad[i].json, qkv_last_error());
+        if (m) type->free(m);
+        qkv_params_free(params);
+        cJSON_Delete(cfg);
+    }
+}
+
+int main(void) {
+    qkv_threads_set(1); /* small models: threads gain nothing and the machine is shared */
+    RUN(char_reformer_learns);
+    RUN(training_memory_flat_in_depth);
+    RUN(config_errors_name_the_key);
+    return test_finish();
+}
