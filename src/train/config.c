@@ -102,6 +102,18 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, embeddings.lowercase_fallback, "embeddings.lowercase_fallback", true,
                    "a token missing from the file is looked up lowercased"),
     QKV_FIELD_CHOICE(S, embeddings.format, "embeddings.format", "auto", "auto|text|binary", "vector file format"),
+    QKV_FIELD_STR(S, finetune.init_from, "finetune.init_from", "", QKV_FIELD_PATH,
+                  "start from this qkv run or Hugging Face directory's weights, matched by name and shape ('' = none)"),
+    QKV_FIELD_CHOICE(S, finetune.mode, "finetune.mode", "full", "full|head|adapters",
+                     "what trains: everything; the top layer alone (the head); adapters, layer norms and the head"),
+    QKV_FIELD_STR(S, finetune.freeze, "finetune.freeze", "", 0,
+                  "comma-separated parameter patterns (glob, or a dotted prefix) that never train"),
+    QKV_FIELD_INT(S, finetune.unfreeze_every, "finetune.unfreeze_every", 0, 0, NO_MAX,
+                  "gradual unfreezing: the head first, one more layer from the top every N steps (0 = off)"),
+    QKV_FIELD_NUM(S, finetune.layer_lr_decay, "finetune.layer_lr_decay", 1, 0, 1, QKV_FIELD_LO_OPEN,
+                  "discriminative learning rates: a layer k below the top gets lr * decay^k"),
+    QKV_FIELD_STR(S, finetune.groups, "finetune.groups", "", 0,
+                  "parameter groups 'PATTERN@LO-HI:lr=X,wd=Y,frozen;...' (docs/training.md)"),
     QKV_FIELD_INT(S, seed, "seed", 1, 0, 4294967295.0, "seeds init (seed), dropout (seed + 1) and data order (seed + 2)"),
 };
 #undef S
@@ -115,7 +127,7 @@ static qkv_status check_settings(const void *p) {
     if (qkv_schedule_parse(&s, c->train.schedule.spec, c->train.optimizer.lr, (double)c->train.schedule.warmup_steps,
                            total, c->train.schedule.min_ratio, c->train.schedule.d_model) != QKV_OK)
         return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
-    return QKV_OK;
+    return qkv__finetune_check(c);
 }
 
 static const qkv_schema SCHEMA = QKV_SCHEMA("", qkv_run_settings, FIELDS, check_settings);

@@ -389,6 +389,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         int64_t count = 0, real = 0;
         st = next_batch(&L, &idx, &count);
         if (st) break;
+        if (qkv__finetune_due(r, r->state.step) && (st = qkv__finetune_apply(r, r->state.step, false))) break;
         qkv_ctx_reset(r->ctx);
         qkv_ctx_set_training(r->ctx, true);
         qkv_ctx_set_grad(r->ctx, true);

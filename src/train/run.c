@@ -249,6 +249,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
         free(p);
     }
+    if (st == QKV_OK) st = qkv__finetune_apply(r, r->state.step, !resume);
     /* Last, once every check passed, so a failed command leaves the run directory as it was: the config, and the
      * cleanup of temporaries that writers killed mid-write (kill -9, a crash) left. */
     if (st == QKV_OK) st = write_config(dir, r->cfg);

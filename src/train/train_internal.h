@@ -161,6 +161,18 @@ qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, doubl
  * (fresh false) leaves the weights to the checkpoint. Either way embeddings.frozen makes those matrices require no
  * gradient, so the optimiser's parameter list matches the checkpoint's. */
 qkv_status qkv__run_pretrained_init(qkv_run *r, bool fresh);
+/* One line appended to the run's log.jsonl (src/train/runlog.c). */
+qkv_status qkv__run_log_line(const qkv_run *r, const char *line);
+/* The "finetune" section (src/train/finetune.c). check: the syntax of freeze and groups (config check). apply: each
+ * optimiser parameter's frozen flag, lr scale, weight decay and start step for training step `step` (gradual
+ * unfreezing makes it depend on the step), with a "finetune" log record when log; an error when a pattern matches
+ * nothing. due: whether gradual unfreezing changes something at `step`. layers: a parameter's layer by the naming
+ * rule (0 = embeddings .. *top = head). match: a glob, or a dotted prefix when the pattern has no wildcard. */
+qkv_status qkv__finetune_check(const qkv_run_settings *c);
+qkv_status qkv__finetune_apply(qkv_run *r, long step, bool log);
+bool qkv__finetune_due(const qkv_run *r, long step);
+long qkv__finetune_layers(const qkv_params *params, const char *name, long *top);
+bool qkv__finetune_match(const char *pattern, const char *name);
 /* The "embeddings" object's values alone (types, one source of vectors), before anything is built. */
 qkv_status qkv__run_pretrained_check(const qkv_run *r);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */

@@ -1,0 +1,253 @@
+/* Transfer-learning controls (the run's "finetune" section, src/train/finetune.c, and the optimiser's per-parameter
+ * settings): the layer rule from parameter names, head-only training leaves everything else bit for bit, gradual
+ * unfreezing starts layers from the top at the right steps and resumes bit-identically, discriminative learning
+ * rates and groups reach the optimiser, Adam counts a late parameter's own steps, and bad settings are named. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qkv/config.h"
+#include "test.h"
+#include "train/train_internal.h"
+
+static char dir[256];
+static int run_counter;
+
+static const char *run_dir(void) {
+    static char p[512];
+    snprintf(p, sizeof p, "%s/run%d", dir, run_counter++);
+    return p;
+}
+
+static qkv_run *make_run(const char *where, bool resume, const char *json) {
+    cJSON *u = qkv_config_parse("test", json);
+    qkv_run *r = u ? qkv_run_new(where, u, resume) : NULL;
+    cJSON_Delete(u);
+    return r;
+}
+
+static const char *TRAIN = "pos\tgood film good fun\nneg\tbad movie awful dull\npos\tgood good film great\n"
+                           "neg\tbad bad dull movie\npos\tfun great film\nneg\tawful dull bad\n";
+
+static char cfg[4096];
+/* A two-block Transformer classifier: layers 0 (embedding, pos), 1, 2 (encoder.layers.0/1), 3 (norm, classifier). */
+static const char *tcls_cfg(const char *train, long steps, const char *finetune) {
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"type\": \"transformer_classifier\", \"d_model\": 8, \"n_layers\": 2, \"n_heads\": 2, "
+             "\"d_ff\": 16, \"dropout\": 0, \"attn_dropout\": 0, \"max_len\": 16, \"pos_enc\": \"learned\"}, "
+             "\"data\": {\"train\": \"%s\", \"max_len\": 16}, \"train\": {\"steps\": %ld, \"batch_size\": 2, \"checkpoint_every\": 2, "
+             "\"log_every\": 1, \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.01}}, \"eval\": {\"every\": 0}, "
+             "\"finetune\": {%s}}",
+             train, steps, finetune);
+    return cfg;
+}
+
+/* Copies of every parameter's values, to compare after training. */
+typedef struct {
+    int n;
+    char names[64][128];
+    float *data[64];
+    int64_t numel[64];
+} snapshot;
+
+static void snap(qkv_run *r, snapshot *s) {
+    s->n = qkv_params_count(r->params);
+    for (int i = 0; i < s->n && i < 64; i++) {
+        qkv_tensor *p = qkv_params_at(r->params, i);
+        snprintf(s->names[i], sizeof s->names[i], "%s", p->name);
+        s->numel[i] = qkv_numel(p);
+        s->data[i] = malloc(sizeof(float) * (size_t)s->numel[i]);
+        memcpy(s->data[i], qkv_f32(p), sizeof(float) * (size_t)s->numel[i]);
+    }
+}
+static void snap_free(snapshot *s) {
+    for (int i = 0; i < s->n && i < 64; i++) free(s->data[i]);
+}
+static bool same(qkv_run *r, const snapshot *s, int i) {
+    return !memcmp(qkv_f32(qkv_params_find(r->params, s->names[i])), s->data[i], sizeof(float) * (size_t)s->numel[i]);
+}
+
+static bool train_all(qkv_run *r) {
+    qkv_train_outcome out;
+    return r && qkv_run_train(r, NULL, &out) == QKV_OK;
+}
+
+TEST(layer_rule_from_names) {
+    qkv_params *p = qkv_params_new();
+    int64_t shape[1] = {2};
+    const char *names[] = {"emb.weight", "enc.layers.0.w", "enc.layers.1.w", "enc.layers.10.w", "enc.norm.weight",
+                           "head.weight"};
+    for (int i = 0; i < 6; i++) CHECK_NN(qkv_params_add(p, NULL, names[i], 1, shape));
+    long top = 0;
+    long want[] = {0, 1, 2, 11, 12, 12};
+    for (int i = 0; i < 6; i++) CHECKF(qkv__finetune_layers(p, names[i], &top) == want[i], "%s", names[i]);
+    CHECK(top == 12);
+    qkv_params_free(p);
+    /* No numbered blocks: the last parameter's module is the head. */
+    p = qkv_params_new();
+    const char *flat[] = {"embedding.weight", "output.weight", "output.bias"};
+    for (int i = 0; i < 3; i++) CHECK_NN(qkv_params_add(p, NULL, flat[i], 1, shape));
+    CHECK(qkv__finetune_layers(p, "embedding.weight", &top) == 0 && top == 1);
+    CHECK(qkv__finetune_layers(p, "output.bias", &top) == 1);
+    qkv_params_free(p);
+    CHECK(qkv__finetune_match("encoder.layers.1", "encoder.layers.1.w"));
+    CHECK(!qkv__finetune_match("encoder.layers.1", "encoder.layers.10.w"));
+    CHECK(qkv__finetune_match("*.norm*", "encoder.layers.1.norm2.bias"));
+    CHECK(qkv__finetune_match("", "anything"));
+}
+
+TEST(head_mode_trains_the_top_alone) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    qkv_run *r = make_run(run_dir(), false, tcls_cfg(train, 4, "\"mode\": \"head\""));
+    CHECK_NN(r);
+    if (!r) return;
+    snapshot s;
+    snap(r, &s);
+    CHECK(train_all(r));
+    int moved = 0, kept = 0;
+    long top;
+    for (int i = 0; i < s.n; i++) {
+        bool is_top = qkv__finetune_layers(r->params, s.names[i], &top) == top;
+        bool changed = !same(r, &s, i);
+        /* The head moves (its final norm's gain may not after 4 steps: bias and classifier must). */
+        if (is_top && strstr(s.names[i], "classifier")) CHECKF(changed, "%s did not train", s.names[i]);
+        if (!is_top) CHECKF(!changed, "%s is frozen but changed", s.names[i]);
+        moved += changed;
+        kept += !changed;
+    }
+    CHECK(moved >= 2 && kept >= 10);
+    /* Frozen parameters do not require a gradient, so backward does not compute one. */
+    CHECK(!(qkv_params_find(r->params, "embedding.weight")->flags & QKV_FLAG_REQUIRES_GRAD));
+    snap_free(&s);
+    qkv_run_free(r);
+}
+
+TEST(gradual_unfreezing_from_the_top_and_exact_resume) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    /* unfreeze_every 2: head from step 0, block 2 (layer 2) from step 2, block 1 from 4, embeddings from 6. */
+    char a_dir[512];
+    snprintf(a_dir, sizeof a_dir, "%s", run_dir());
+    qkv_run *r = make_run(a_dir, false, tcls_cfg(train, 3, "\"unfreeze_every\": 2"));
+    CHECK_NN(r);
+    if (!r) return;
+    snapshot s;
+    snap(r, &s);
+    CHECK(train_all(r));
+    for (int i = 0; i < s.n; i++) {
+        bool changed = !same(r, &s, i);
+        if (strstr(s.names[i], "layers.0.") || strstr(s.names[i], "embedding"))
+            CHECKF(!changed, "%s trains before its turn", s.names[i]);
+        if (strstr(s.names[i], "layers.1.linear1.weight") || strstr(s.names[i], "classifier.weight"))
+            CHECKF(changed, "%s did not train", s.names[i]);
+    }
+    snap_free(&s);
+    qkv_run_free(r);
+    /* 8 steps in one go, against 3 + resume to 8 (checkpoints every 2 steps; stopping at 3 saves one). */
+    char b_dir[512];
+    snprintf(b_dir, sizeof b_dir, "%s", run_dir());
+    qkv_run *full = make_run(b_dir, false, tcls_cfg(train, 8, "\"unfreeze_every\": 2"));
+    CHECK(train_all(full));
+    qkv_run *resumed = make_run(a_dir, true, tcls_cfg(train, 8, "\"unfreeze_every\": 2"));
+    CHECK_NN(resumed);
+    CHECK(train_all(resumed));
+    for (int i = 0; full && resumed && i < qkv_params_count(full->params); i++) {
+        qkv_tensor *a = qkv_params_at(full->params, i), *b = qkv_params_find(resumed->params, a->name);
+        CHECKF(b && !memcmp(qkv_f32(a), qkv_f32(b), sizeof(float) * (size_t)qkv_numel(a)), "%s differs after resume",
+               a->name);
+    }
+    qkv_run_free(full);
+    qkv_run_free(resumed);
+}
+
+TEST(rates_and_groups_reach_the_optimiser) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    qkv_run *r = make_run(run_dir(), false,
+                          tcls_cfg(train, 1, "\"layer_lr_decay\": 0.5, \"groups\": \"classifier:lr=4,wd=0; @1:frozen\""));
+    CHECK_NN(r);
+    if (!r) return;
+    for (int i = 0; i < qkv_optim_param_count(r->opt); i++) {
+        const char *name = qkv_optim_param_at(r->opt, i)->name;
+        qkv_optim_param p = qkv_optim_param_get(r->opt, i);
+        long top, layer = qkv__finetune_layers(r->params, name, &top);
+        float want = (float)pow(0.5, (double)(top - layer)) * (strstr(name, "classifier") ? 4.0f : 1.0f);
+        CHECKF(fabsf(p.lr_scale - want) < 1e-7f, "%s: lr scale %g, wanted %g", name, p.lr_scale, want);
+        CHECKF(p.frozen == (layer == 1), "%s: frozen %d", name, p.frozen);
+        if (strstr(name, "classifier")) CHECK(p.weight_decay == 0.0f);
+        else CHECK(isnan(p.weight_decay));
+    }
+    qkv_run_free(r);
+}
+
+/* A parameter that starts training at optimiser step S takes Adam's first step then, as a fresh optimiser would. */
+TEST(adam_counts_a_late_parameters_own_steps) {
+    qkv_params *pa = qkv_params_new(), *pb = qkv_params_new();
+    int64_t shape[1] = {3};
+    qkv_tensor *a = qkv_params_add(pa, NULL, "w", 1, shape), *b = qkv_params_add(pb, NULL, "w", 1, shape);
+    for (int i = 0; i < 3; i++) qkv_f32(a)[i] = qkv_f32(b)[i] = 0.5f * (float)i - 0.3f;
+    qkv_optim_config c = qkv_optim_defaults(QKV_ADAM);
+    qkv_optim *oa = qkv_optim_new(pa, &c), *ob = qkv_optim_new(pb, &c);
+    qkv_optim_param frozen = {.frozen = true, .lr_scale = 1, .weight_decay = NAN};
+    qkv_optim_param_set(oa, 0, &frozen);
+    CHECK(!(a->flags & QKV_FLAG_REQUIRES_GRAD));
+    qkv_optim_set_steps(oa, 5); /* five steps of other parameters */
+    qkv_optim_param live = {.frozen = false, .lr_scale = 1, .weight_decay = NAN, .since = 5};
+    qkv_optim_param_set(oa, 0, &live);
+    CHECK(a->flags & QKV_FLAG_REQUIRES_GRAD);
+    for (int step = 0; step < 3; step++) {
+        for (qkv_tensor **t = (qkv_tensor *[]){a, b, NULL}; *t; t++) {
+            qkv_tensor_zero_grad(*t);
+            if (!(*t)->grad) (*t)->grad = qkv_tensor_new(QKV_F32, 1, shape);
+            for (int i = 0; i < 3; i++) qkv_f32((*t)->grad)[i] = 0.1f * (float)(i + 1) * (float)(step + 1);
+        }
+        qkv_optim_step(oa);
+        qkv_optim_step(ob);
+    }
+    CHECK(!memcmp(qkv_f32(a), qkv_f32(b), sizeof(float) * 3));
+    qkv_optim_free(oa);
+    qkv_optim_free(ob);
+    qkv_params_free(pa);
+    qkv_params_free(pb);
+}
+
+TEST(errors_name_the_setting) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    struct {
+        const char *finetune, *want;
+    } cases[] = {
+        {"\"freeze\": \"encoder.layerz\"", "finetune.freeze: 'encoder.layerz' matches no trainable parameter"},
+        {"\"groups\": \"classifier\"", "finetune.groups: 'classifier': expected SELECTOR:SETTINGS"},
+        {"\"groups\": \"classifier:lr=-1\"", "is not one of lr=MULTIPLIER"},
+        {"\"groups\": \"@3-1:frozen\"", "expected layers as @N or @LO-HI"},
+        {"\"groups\": \"@9:frozen\"", "group 1 ('', layers 9-9) matches no trainable parameter"},
+        {"\"mode\": \"adapters\"", "has no adapter parameters"},
+        {"\"freeze\": \"*\"", "every parameter is frozen"},
+        {"\"layer_lr_decay\": 0", "finetune.layer_lr_decay: expected a number in (0, 1]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qkv_run *r = make_run(run_dir(), false, tcls_cfg(train, 1, cases[i].finetune));
+        CHECKF(!r && strstr(qkv_last_error(), cases[i].want), "%s: got '%s'", cases[i].finetune,
+               r ? "(no error)" : qkv_last_error());
+        qkv_run_free(r);
+    }
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/qkv_finetune_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(layer_rule_from_names);
+    RUN(head_mode_trains_the_top_alone);
+    RUN(gradual_unfreezing_from_the_top_and_exact_resume);
+    RUN(rates_and_groups_reach_the_optimiser);
+    RUN(adam_counts_a_late_parameters_own_steps);
+    RUN(errors_name_the_setting);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish();
+}
