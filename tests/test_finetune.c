@@ -234,6 +234,89 @@ TEST(errors_name_the_setting) {
     }
 }
 
+/* The last "init_from" record of a run's log. */
+static cJSON *init_record(const char *where) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/log.jsonl", where);
+    char *text = test_read_file(path);
+    cJSON *found = NULL;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        if (strstr(line, "\"init_from\"")) {
+            cJSON_Delete(found);
+            found = cJSON_Parse(line);
+        }
+    free(text);
+    return found;
+}
+
+TEST(init_from_a_run_and_a_renamed_file) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    char a_dir[512], extra[700];
+    snprintf(a_dir, sizeof a_dir, "%s", run_dir());
+    qkv_run *a = make_run(a_dir, false, tcls_cfg(train, 4, ""));
+    CHECK(train_all(a));
+    snprintf(extra, sizeof extra, "\"init_from\": \"%s\"", a_dir);
+    char b_dir[512];
+    snprintf(b_dir, sizeof b_dir, "%s", run_dir());
+    qkv_run *b = make_run(b_dir, false, tcls_cfg(train, 4, extra));
+    CHECK_NN(b);
+    for (int i = 0; a && b && i < qkv_params_count(a->params); i++) {
+        qkv_tensor *x = qkv_params_at(a->params, i), *y = qkv_params_find(b->params, x->name);
+        CHECKF(y && !memcmp(qkv_f32(x), qkv_f32(y), sizeof(float) * (size_t)qkv_numel(x)), "%s not loaded", x->name);
+    }
+    cJSON *rec = init_record(b_dir);
+    CHECK(rec && cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "n_new")) == 0 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "n_unused")) == 0 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "loaded")) == qkv_params_count(a->params));
+    cJSON_Delete(rec);
+    qkv_run_free(b);
+    /* A file whose names carry a prefix (as a Hugging Face head's do), with an extra tensor and no classifier. */
+    qkv_st_writer *w = qkv_st_writer_new();
+    for (int i = 0; a && i < qkv_params_count(a->params); i++) {
+        qkv_tensor *x = qkv_params_at(a->params, i);
+        char name[300];
+        snprintf(name, sizeof name, "model.%s", x->name);
+        if (!strstr(x->name, "classifier")) CHECK_OK(qkv_st_writer_add(w, name, x));
+        if (i == 0) CHECK_OK(qkv_st_writer_add(w, "pooler.dense.weight", x));
+    }
+    char file[600];
+    snprintf(file, sizeof file, "%s/renamed.safetensors", dir);
+    CHECK_OK(qkv_st_writer_save(w, file));
+    qkv_st_writer_free(w);
+    snprintf(extra, sizeof extra, "\"init_from\": \"%s\"", file);
+    snprintf(b_dir, sizeof b_dir, "%s", run_dir());
+    b = make_run(b_dir, false, tcls_cfg(train, 4, extra));
+    CHECK_NN(b);
+    qkv_tensor *x = a ? qkv_params_find(a->params, "encoder.layers.1.linear2.weight") : NULL;
+    qkv_tensor *y = b ? qkv_params_find(b->params, "encoder.layers.1.linear2.weight") : NULL;
+    CHECK(x && y && !memcmp(qkv_f32(x), qkv_f32(y), sizeof(float) * (size_t)qkv_numel(x)));
+    x = a ? qkv_params_find(a->params, "classifier.weight") : NULL;
+    y = b ? qkv_params_find(b->params, "classifier.weight") : NULL;
+    CHECK(x && y && memcmp(qkv_f32(x), qkv_f32(y), sizeof(float) * (size_t)qkv_numel(x)));
+    rec = init_record(b_dir);
+    CHECK(rec && cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "n_new")) == 2 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(rec, "n_unused")) == 1);
+    cJSON_Delete(rec);
+    qkv_run_free(b);
+    /* Another width: an error naming the weights and the config that describes them. */
+    snprintf(extra, sizeof extra, "\"init_from\": \"%s\"", a_dir);
+    char *c = strdup(tcls_cfg(train, 4, extra));
+    char *ff = strstr(c, "\"d_ff\": 16");
+    if (ff) memcpy(ff, "\"d_ff\": 32", 10);
+    b = make_run(run_dir(), false, c);
+    CHECKF(!b && strstr(qkv_last_error(), "ckpt-4.safetensors: tensor 'encoder.layers.0.linear1.weight' has shape "
+                                          "[16, 8] but this run's model needs [32, 8]") &&
+               strstr(qkv_last_error(), "config.json"), "%s", b ? "(no error)" : qkv_last_error());
+    qkv_run_free(b);
+    free(c);
+    /* A directory with no weights. */
+    snprintf(extra, sizeof extra, "\"init_from\": \"%s\"", dir);
+    b = make_run(run_dir(), false, tcls_cfg(train, 4, extra));
+    CHECKF(!b && strstr(qkv_last_error(), "has no model.safetensors"), "%s", b ? "(no error)" : qkv_last_error());
+    qkv_run_free(b);
+    qkv_run_free(a);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/qkv_finetune_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -246,6 +329,7 @@ int main(void) {
     RUN(rates_and_groups_reach_the_optimiser);
     RUN(adam_counts_a_late_parameters_own_steps);
     RUN(errors_name_the_setting);
+    RUN(init_from_a_run_and_a_renamed_file);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

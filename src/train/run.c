@@ -237,6 +237,7 @@ qkv_run *qkv_run_new(const char *dir, const cJSON *cfg, bool resume) {
         free(from);
     }
     /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
+    if (st == QKV_OK && !resume) st = qkv__finetune_init_from(r);
     if (st == QKV_OK) st = qkv__run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
     if (st == QKV_OK && resume) {

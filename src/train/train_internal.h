@@ -168,6 +168,9 @@ qkv_status qkv__run_log_line(const qkv_run *r, const char *line);
  * unfreezing makes it depend on the step), with a "finetune" log record when log; an error when a pattern matches
  * nothing. due: whether gradual unfreezing changes something at `step`. layers: a parameter's layer by the naming
  * rule (0 = embeddings .. *top = head). match: a glob, or a dotted prefix when the pattern has no wildcard. */
+/* finetune.init_from on a fresh run's built model (src/train/init_from.c): weights matched by name and shape, an
+ * "init_from" record in log.jsonl (loaded, new, unused). */
+qkv_status qkv__finetune_init_from(qkv_run *r);
 qkv_status qkv__finetune_check(const qkv_run_settings *c);
 qkv_status qkv__finetune_apply(qkv_run *r, long step, bool log);
 bool qkv__finetune_due(const qkv_run *r, long step);
