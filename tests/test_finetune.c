@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "qkv/config.h"
+#include "qkv/init.h"
+#include "qkv/nn_transformer.h"
 #include "test.h"
 #include "train/train_internal.h"
 
@@ -317,6 +319,71 @@ TEST(init_from_a_run_and_a_renamed_file) {
     qkv_run_free(a);
 }
 
+/* An adapter whose up-projection is zero is the identity: the block's output is bit for bit the block without
+ * adapters (the other parameters draw the same init, adapters being created last); other weights change it. */
+TEST(adapters_start_as_the_identity) {
+    for (int norm_first = 0; norm_first < 2; norm_first++) {
+        qkv_nn_block_config c = qkv_nn_block_config_default(8, 2);
+        c.dim_feedforward = 16;
+        c.dropout = 0;
+        c.norm_first = norm_first;
+        qkv_nn_block_config ca = c;
+        ca.adapter_dim = 3;
+        qkv_params *p0 = qkv_params_new(), *p1 = qkv_params_new();
+        qkv_rng r0, r1;
+        qkv_rng_init(&r0, 7);
+        qkv_rng_init(&r1, 7);
+        qkv_nn_encoder_layer l0, l1;
+        CHECK_OK(qkv_nn_encoder_layer_init(&l0, p0, "l", &c, &r0));
+        CHECK_OK(qkv_nn_encoder_layer_init(&l1, p1, "l", &ca, &r1));
+        CHECK(qkv_params_count(p1) == qkv_params_count(p0) + 8);
+        CHECK_NN(qkv_params_find(p1, "l.adapter2.down.weight"));
+        qkv_ctx *ctx = qkv_ctx_new();
+        int64_t shape[3] = {2, 5, 8};
+        qkv_tensor *x = qkv_tensor_new(QKV_F32, 3, shape);
+        for (int i = 0; i < 80; i++) qkv_f32(x)[i] = qkv_rng_normal(&r0);
+        qkv_tensor *y0 = qkv_nn_encoder_layer_forward(ctx, &l0, x, NULL, NULL);
+        qkv_tensor *y1 = qkv_nn_encoder_layer_forward(ctx, &l1, x, NULL, NULL);
+        CHECK(y0 && y1 && memcmp(qkv_f32(y0), qkv_f32(y1), sizeof(float) * 80)); /* N(0, 1e-3): close, not equal */
+        CHECK(test_allclose("adapters near the identity", y1, y0, 0, 1e-3));
+        qkv_init_constant(l1.adapter1.up.weight, 0);
+        qkv_init_constant(l1.adapter2.up.weight, 0);
+        y1 = qkv_nn_encoder_layer_forward(ctx, &l1, x, NULL, NULL);
+        CHECK(y0 && y1 && !memcmp(qkv_f32(y0), qkv_f32(y1), sizeof(float) * 80));
+        qkv_tensor_free(x);
+        qkv_ctx_free(ctx);
+        qkv_params_free(p0);
+        qkv_params_free(p1);
+    }
+}
+
+/* finetune.mode adapters: adapters, layer norms and the head train; attention, feed-forward and embeddings do not. */
+TEST(adapters_mode_trains_adapters_norms_and_head) {
+    const char *train = test_write_file(dir, "cls.tsv", TRAIN);
+    char *c = strdup(tcls_cfg(train, 4, "\"mode\": \"adapters\""));
+    char *at = strstr(c, "\"d_ff\": 16");
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%.*s\"adapter_dim\": 4, %s", (int)(at - c), c, at);
+    free(c);
+    qkv_run *r = make_run(run_dir(), false, buf);
+    CHECK_NN(r);
+    if (!r) return;
+    snapshot s;
+    snap(r, &s);
+    CHECK(train_all(r));
+    int adapters_moved = 0;
+    for (int i = 0; i < s.n; i++) {
+        bool changed = !same(r, &s, i);
+        bool trains = strstr(s.names[i], "adapter") || strstr(s.names[i], "norm") || strstr(s.names[i], "classifier");
+        if (!trains) CHECKF(!changed, "%s is frozen but changed", s.names[i]);
+        if (strstr(s.names[i], "adapter") && strstr(s.names[i], "up.weight")) adapters_moved += changed;
+        if (strstr(s.names[i], "classifier.weight")) CHECK(changed);
+    }
+    CHECK(adapters_moved == 4); /* 2 blocks x 2 adapters */
+    snap_free(&s);
+    qkv_run_free(r);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/qkv_finetune_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -330,6 +397,8 @@ int main(void) {
     RUN(adam_counts_a_late_parameters_own_steps);
     RUN(errors_name_the_setting);
     RUN(init_from_a_run_and_a_renamed_file);
+    RUN(adapters_start_as_the_identity);
+    RUN(adapters_mode_trains_adapters_norms_and_head);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

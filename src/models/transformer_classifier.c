@@ -72,6 +72,7 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
     bc.activation = c->activation;
     bc.norm_first = c->norm_first;
     bc.separate_proj = true;
+    bc.adapter_dim = c->adapter_dim;
     if ((st = qkv_nn_encoder_init(&m->encoder, params, "encoder", &bc, (int)c->n_layers, c->norm_first, rng)))
         return st;
     /* The block config has one dropout for everything; the attention weights get their own. */
@@ -119,7 +120,7 @@ struct qkv_model {
 
 /* The "model" fields, declared once. */
 typedef struct tcls_opts {
-    int64_t d_model, n_layers, n_heads, d_ff, max_len;
+    int64_t d_model, n_layers, n_heads, d_ff, max_len, adapter_dim;
     const char *activation, *norm, *pos_enc, *pretrained;
     double dropout, attn_dropout;
     bool emb_scale_sqrt_d, frozen;
@@ -144,6 +145,8 @@ static const qkv_field fields[] = {
                   "safetensors [vocab, d_model] matrix in the run's vocabulary order (older than the run's "
                   "\"embeddings\" section)"),
     QKV_FIELD_BOOL(tcls_opts, frozen, "embeddings.frozen", false, "keep the token embeddings fixed"),
+    QKV_FIELD_INT(tcls_opts, adapter_dim, "adapter_dim", 0, 0, 1 << 16,
+                  "Houlsby adapter bottleneck in every block (0 = none; finetune.mode adapters trains them)"),
 };
 
 static qkv_status check_opts(const void *p) {
@@ -190,6 +193,7 @@ static qkv_status parse_config(const cJSON *cfg, const qkv_task_info *info, qkv_
     c->pos_enc = !strcmp(o.pos_enc, "sinusoidal") ? QKV_POSENC_SINUSOIDAL : QKV_POSENC_LEARNED;
     qkv_activation_parse(o.activation, &c->activation); /* the schema's choices all parse */
     c->frozen = o.frozen;
+    c->adapter_dim = o.adapter_dim;
     *pre = o.pretrained && o.pretrained[0] ? o.pretrained : NULL;
     if (info->max_len > c->max_len)
         return qkv_error_set(QKV_ERR_INVALID, "model.max_len %lld is shorter than the data's longest sequence %lld",
