@@ -38,6 +38,7 @@
 #include "qkv/decode.h"
 #include "qkv/seq2seq.h"
 #include "qkv/beam.h"
+#include "qkv/qa.h"
 
 #define QKV_VERSION "0.1.0"
 

@@ -22,5 +22,6 @@ extern const cli_command cmd_predict;
 extern const cli_command cmd_tag;
 extern const cli_command cmd_config;
 extern const cli_command cmd_similar;
+extern const cli_command cmd_data;
 
 #endif

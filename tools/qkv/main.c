@@ -19,6 +19,7 @@ static const cli_command *const commands[] = {
     &cmd_plot,
     &cmd_config,
     &cmd_tokenize,
+    &cmd_data,
     &cmd_bleu,
     &cmd_rouge,
     &cmd_embed,
