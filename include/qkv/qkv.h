@@ -39,6 +39,7 @@
 #include "qkv/seq2seq.h"
 #include "qkv/beam.h"
 #include "qkv/qa.h"
+#include "qkv/span.h"
 
 #define QKV_VERSION "0.1.0"
 
