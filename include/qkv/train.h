@@ -101,6 +101,10 @@ qkv_status qkv_run_threshold(qkv_run *r, double *threshold);
  * seq2seq: QKV_ERR_UNSUPPORTED (use a decoder, e.g. qkv translate). */
 struct cJSON *qkv_run_predict(qkv_run *r, const char *text);
 
+/* A qa run (data.task "qa"): the answer span of question in context, {"answer", "score", "context_tokens"}
+ * (answer "" when no span qualifies; the context is cut to data.max_len tokens with the question). */
+struct cJSON *qkv_run_answer(qkv_run *r, const char *context, const char *question);
+
 /* What a trained model attends to for one input, for the viewer (`qkv viz`, `qkv demo`). Everything is heap memory
  * owned by the struct: free with qkv_run_explanation_free. Classifiers fill label/probability; every model with
  * attention fills maps (per layer: [heads, tokens, tokens] row-major); models without attention leave n_maps 0. */

@@ -69,6 +69,9 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
 qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                             qkv_tensor **weights);
 /* log_softmax of the logits: log-probabilities [B, C]. */
+/* The encoder's states at every position [B, T, d_model] (after the final norm with pre-LN): the token features a
+ * task's own head reads (extractive QA). */
+qkv_tensor *qkv_tcls_features(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask);
 qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                              qkv_tensor **weights);
 

@@ -107,6 +107,19 @@ qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, co
     return qkv_nn_linear_forward(ctx, &m->classifier, qkv_reshape(ctx, x, QKV_DIMS(B, m->cfg.d_model)));
 }
 
+qkv_tensor *qkv_tcls_features(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask) {
+    if (!ids) return NULL;
+    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1 || ids->shape[1] > m->cfg.max_len) {
+        char s[96];
+        qkv_error_set(QKV_ERR_INVALID, "transformer classifier: ids %s must be int32 [batch, 1..max_len %lld]",
+                      qkv_shape_str(ids, s, sizeof s), (long long)m->cfg.max_len);
+        return NULL;
+    }
+    qkv_tensor *x = qkv_nn_posenc_forward(ctx, &m->pos, qkv_nn_embedding_forward(ctx, &m->embed, ids), 0);
+    qkv_nn_attn_mask mask = {.key_padding = pad_mask};
+    return qkv_nn_encoder_forward(ctx, &m->encoder, x, &mask, NULL);
+}
+
 qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                              qkv_tensor **weights) {
     return qkv_log_softmax(ctx, qkv_tcls_logits(ctx, m, ids, pad_mask, weights), -1);
@@ -265,6 +278,15 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }
 
+static qkv_tensor *tcls_features(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    if (!check_batch(b)) return NULL;
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
+    if (b->mask && !pad) return NULL;
+    return qkv_tcls_features(ctx, &m->net, b->ids, pad);
+}
+
+static void tcls_info(const qkv_model *m, qkv_model_info *out) { out->features_dim = m->net.cfg.d_model; }
+
 /* Word vectors (the run's "embeddings" option) go here; model.embeddings.pretrained is the older way for a
  * safetensors matrix already in the run's vocabulary order. */
 static const qkv_model_embedding tcls_embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -282,4 +304,6 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .loss = tcls_loss,
     .forward = tcls_forward,
     .embeddings = tcls_embeddings,
+    .features = tcls_features,
+    .info = tcls_info,
 };

@@ -23,5 +23,6 @@ extern const cli_command cmd_tag;
 extern const cli_command cmd_config;
 extern const cli_command cmd_similar;
 extern const cli_command cmd_data;
+extern const cli_command cmd_answer;
 
 #endif
