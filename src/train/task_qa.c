@@ -414,7 +414,7 @@ cJSON *qkv__qa_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
             }
             float score = 0;
             char *pred = predict_text(s->qa, start + i, x[0], x[1], al, T, s->ex[start + i].n, &score);
-            double em, f1;
+            double em = 0, f1 = 0;
             st = pred ? qkv_squad_score(pred, (const char *const *)s->qa->answers[start + i],
                                         s->qa->n_answers[start + i], &em, &f1)
                       : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
