@@ -34,5 +34,22 @@ else
   expect_msg "check-qa accepts every cloze question" 0 "^$n examples" "$QKV" data check-qa "$T/a.jsonl"
   if grep -q XXXXX "$T/a.jsonl" && [ "$n" -gt 50 ]; then ok "questions have blanks ($n)"; else bad "questions ($n)"; fi
 fi
+
+# A qa run end to end on a tiny file: EM/F1 from qkv eval, a span from qkv answer.
+printf '%s\n' '{"context": "Emma met Mr. Knightley at Hartfield.", "question": "XXXXX met Mr. Knightley.", "answers": {"text": ["Emma"], "answer_start": [0]}}' \
+  '{"context": "The ball at the Crown was a success.", "question": "The XXXXX at the Crown.", "answers": {"text": ["ball"], "answer_start": [4]}}' >"$T/qa.jsonl"
+cat >"$T/qa.json" <<CFG
+{"model": {"type": "transformer_classifier", "d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "max_len": 64},
+ "data": {"train": "$T/qa.jsonl", "dev": "$T/qa.jsonl", "task": "qa", "max_len": 64},
+ "train": {"steps": 4, "batch_size": 2}, "eval": {"every": 2}}
+CFG
+expect_msg "train a qa run" 0 "f1" "$QKV" train --config "$T/qa.json" --run "$T/qa"
+expect_msg "qkv eval reports exact match and F1" 0 "exact_match .*" "$QKV" eval --run "$T/qa"
+expect_msg "qkv eval --json has f1" 0 '"f1":' "$QKV" eval --run "$T/qa" --json
+echo "Emma met Mr. Knightley at Hartfield." >"$T/ctx.txt"
+expect_msg "qkv answer prints a span of the context" 0 "^(Emma|met|Mr|Knightley|at|Hartfield| |\.)+$" \
+  "$QKV" answer --run "$T/qa" --context "$T/ctx.txt" "XXXXX met Mr. Knightley."
+expect_msg "qkv answer without a question" 1 "needs --run DIR, --context FILE and a question" \
+  "$QKV" answer --run "$T/qa" --context "$T/ctx.txt"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
