@@ -384,6 +384,39 @@ TEST(adapters_mode_trains_adapters_norms_and_head) {
     qkv_run_free(r);
 }
 
+/* The tagger's Transformer encoder takes the same adapters, and gradual unfreezing works on its layers. */
+TEST(tagger_adapters_and_unfreezing) {
+    const char *train = test_write_file(dir, "tags.tsv", "The\tDET\tat\ndog\tNOUN\tnn\nran\tVERB\tvbd\n\n"
+                                                         "A\tDET\tat\ncat\tNOUN\tnn\nsat\tVERB\tvbd\n\n");
+    for (int mode = 0; mode < 2; mode++) {
+        snprintf(cfg, sizeof cfg,
+                 "{\"model\": {\"type\": \"tagger\", \"encoder\": \"transformer\", \"d_model\": 8, \"n_layers\": 2, "
+                 "\"n_heads\": 2, \"d_ff\": 16, \"max_len\": 16, \"adapter_dim\": 2}, \"data\": {\"train\": \"%s\", \"max_len\": 16}, "
+                 "\"train\": {\"steps\": 3, \"batch_size\": 2, \"checkpoint_every\": 0}, \"eval\": {\"every\": 0}, "
+                 "\"finetune\": {%s}}",
+                 train, mode ? "\"unfreeze_every\": 2" : "\"mode\": \"adapters\"");
+        qkv_run *r = make_run(run_dir(), false, cfg);
+        CHECK_NN(r);
+        if (!r) return;
+        CHECK_NN(qkv_params_find(r->params, "encoder.layers.1.adapter2.up.weight"));
+        snapshot s;
+        snap(r, &s);
+        CHECK(train_all(r));
+        int adapters_moved = 0;
+        for (int i = 0; i < s.n; i++) {
+            bool changed = !same(r, &s, i);
+            if (mode == 0 && strstr(s.names[i], "linear1.weight")) CHECKF(!changed, "%s changed", s.names[i]);
+            /* a 2-unit ReLU bottleneck may start dead in one adapter: count them */
+            if (mode == 0 && strstr(s.names[i], "up.weight")) adapters_moved += changed;
+            if (mode == 1 && strstr(s.names[i], "layers.0.")) CHECKF(!changed, "%s trains early", s.names[i]);
+            if (mode == 1 && strstr(s.names[i], "output.weight")) CHECKF(changed, "%s did not", s.names[i]);
+        }
+        if (mode == 0) CHECKF(adapters_moved >= 2, "%d of 4 adapters trained", adapters_moved);
+        snap_free(&s);
+        qkv_run_free(r);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/qkv_finetune_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -399,6 +432,7 @@ int main(void) {
     RUN(init_from_a_run_and_a_renamed_file);
     RUN(adapters_start_as_the_identity);
     RUN(adapters_mode_trains_adapters_norms_and_head);
+    RUN(tagger_adapters_and_unfreezing);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
