@@ -74,6 +74,15 @@ typedef struct qkv_run_settings {
         bool frozen, lowercase_fallback;
         const char *format;
     } embeddings;
+    /* Transfer learning (src/train/finetune.c, docs/training.md "Fine-tuning"). */
+    struct {
+        const char *init_from;  /* "" none: a qkv run directory or a Hugging Face directory */
+        const char *mode;       /* full | head | adapters */
+        const char *freeze;     /* comma-separated parameter patterns that never train */
+        int64_t unfreeze_every; /* gradual unfreezing: one more layer from the top every N steps (0 off) */
+        double layer_lr_decay;  /* discriminative rates: lr times decay^(top layer - layer) */
+        const char *groups;     /* parameter groups "SELECTOR:SETTINGS;..." */
+    } finetune;
     int64_t seed;
 } qkv_run_settings;
 

@@ -192,6 +192,12 @@ void qkv_chunk_free(qkv_chunk_result *r);
  * ------------------------------------------------------------------------------------------------------------- */
 qkv_status qkv_metric_perplexity(double nll_sum, int64_t n_tokens, double *out);
 
+/* SQuAD v1.1 exact match and token F1 of a predicted answer against the gold answers (the maximum over them), each
+ * in [0, 1], normalised exactly as the official evaluate-v1.1.py does: Python's lowercasing, ASCII punctuation
+ * removed, the articles a/an/the removed as whole words, whitespace collapsed (src/metrics/squad.c). A dataset's
+ * scores are the means of these, x100 as the script prints them. */
+qkv_status qkv_squad_score(const char *prediction, const char *const *golds, int n_golds, double *em, double *f1);
+
 #ifdef __cplusplus
 }
 #endif

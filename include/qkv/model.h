@@ -36,6 +36,8 @@ typedef struct qkv_batch {
     qkv_tensor *ids, *mask, *labels, *targets;
     qkv_tensor *src_ids, *src_mask;
     qkv_tensor *weights; /* optional per-token loss weights [B, T] (e.g. summary-only loss) */
+    qkv_tensor *spans;   /* qa: gold answer start and end positions [B, 2] (int32) */
+    qkv_tensor *allowed; /* qa: [B, T] 1 where an answer may be (the context's tokens) */
     int64_t n_tokens;    /* tokens counted by the loss (for throughput and perplexity) */
 } qkv_batch;
 
@@ -67,6 +69,7 @@ typedef struct qkv_attention_maps {
 /* Sizes of a built model that callers outside src/models may need. */
 typedef struct qkv_model_info {
     int64_t max_positions; /* longest sequence one forward takes (a Transformer's positions table), 0 = no limit */
+    int64_t features_dim;  /* width of the features() states, 0 = none */
 } qkv_model_info;
 
 /* A token embedding matrix of a model type: where pretrained word vectors go (the run's "embeddings" option,
@@ -116,6 +119,9 @@ typedef struct qkv_model_type {
     /* The incremental decoder (decoder.h) of a model that can generate text, or NULL when it cannot. Generation,
      * translation, beam search, MBR, BLEU evals and the viewer reach a model's decoding only through it. */
     const qkv_decoder_ops *decoder;
+    /* Per-token states [B, T, features_dim] of the batch's ids (and mask), the input of a task's own head (the qa
+     * task's start/end logits); NULL when the model has none. */
+    qkv_tensor *(*features)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
     /* Fills the built model's sizes (qkv_model_info); NULL: nothing known (every field 0). */
     void (*info)(const qkv_model *m, qkv_model_info *out);
 } qkv_model_type;

@@ -35,6 +35,11 @@ typedef struct qkv_nn_block_config {
     float layer_norm_eps;      /* 1e-5 */
     bool norm_first;
     bool separate_proj;        /* q/k/v/out Linears instead of torch's fused in_proj (not loadable from torch) */
+    /* Houlsby adapters (encoder layers): 0 = none (the block is torch's, bit for bit); n > 0 adds after the attention
+     * and after the feed-forward sublayer, on its output before the residual, h + up(act(down(h))) with a
+     * bottleneck of n units: adapter1.{down,up}.{weight,bias} and adapter2.*, initialised near the identity
+     * (weights N(0, 1e-3), biases 0) so a pretrained block starts out unchanged. */
+    int64_t adapter_dim;
 } qkv_nn_block_config;
 /* torch's defaults: dim_feedforward 2048, dropout 0.1, relu, eps 1e-5, post-norm. */
 qkv_nn_block_config qkv_nn_block_config_default(int64_t d_model, int64_t nhead);
@@ -45,11 +50,16 @@ typedef struct qkv_nn_attn_mask {
     const qkv_tensor *key_padding;
 } qkv_nn_attn_mask;
 
+typedef struct qkv_nn_adapter {
+    qkv_nn_linear down, up;
+} qkv_nn_adapter;
+
 typedef struct qkv_nn_encoder_layer {
     qkv_nn_block_config cfg;
     qkv_nn_mha self_attn;
     qkv_nn_linear linear1, linear2;
     qkv_nn_layer_norm norm1, norm2;
+    qkv_nn_adapter adapter1, adapter2; /* cfg.adapter_dim > 0 */
 } qkv_nn_encoder_layer;
 
 qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params, const char *prefix,

@@ -146,6 +146,15 @@ typedef enum qkv_triplet_terms {
 } qkv_triplet_terms;
 qkv_tensor *qkv_triplet_loss(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, float margin, qkv_triplet_terms terms);
 
+/* Extractive QA's span loss: with start_logits, end_logits [B, T], int32 spans [B, 2] (gold start and end positions)
+ * and allowed [B, T] (float32, non-zero where an answer may be: the context's tokens; NULL = everywhere), the mean of
+ *     cross_entropy(start_logits masked to allowed, start) and cross_entropy(end_logits masked to allowed, end)
+ * over the batch, i.e. (CE_start + CE_end) / 2 as BERT's QA head trains. Disallowed positions are out of the softmax
+ * (as a -inf logit) and get no gradient. A gold position outside [0, T) or not allowed is QKV_ERR_RANGE. Result: a
+ * scalar [1]; gradients flow to both logits. */
+qkv_tensor *qkv_span_loss(qkv_ctx *ctx, qkv_tensor *start_logits, qkv_tensor *end_logits, const qkv_tensor *spans,
+                          const qkv_tensor *allowed);
+
 #ifdef __cplusplus
 }
 #endif

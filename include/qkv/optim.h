@@ -54,6 +54,23 @@ long qkv_optim_steps(const qkv_optim *o);
 int qkv_optim_freeze(qkv_optim *o, const char *prefix, bool frozen);
 int qkv_optim_set_lr_scale(qkv_optim *o, const char *prefix, float scale);
 
+/* Per-parameter settings (parameter groups, docs/training.md "Fine-tuning"), for the trainable parameters the
+ * optimiser holds, in the collection's order (index 0 .. param_count - 1). A frozen parameter is never updated and
+ * stops requiring a gradient (backward skips it); unfreezing makes it require one again. `since` is the optimiser's
+ * step count when the parameter began to train: Adam's bias correction then counts the parameter's own steps, as
+ * torch.optim's per-parameter state does for a parameter that had no gradient before. Defaults: not frozen, lr_scale
+ * 1, weight_decay NAN (the optimiser's), since 0. */
+typedef struct qkv_optim_param {
+    bool frozen;
+    float lr_scale;     /* times the optimiser's learning rate */
+    float weight_decay; /* NAN: the optimiser's weight_decay (decay_exclude_1d still applies) */
+    long since;
+} qkv_optim_param;
+int qkv_optim_param_count(const qkv_optim *o);
+qkv_tensor *qkv_optim_param_at(const qkv_optim *o, int i);
+qkv_optim_param qkv_optim_param_get(const qkv_optim *o, int i);
+void qkv_optim_param_set(qkv_optim *o, int i, const qkv_optim_param *p);
+
 /* Optimiser state as named tensors for checkpoints: "<kind>.<slot>.<param name>" plus the step count, in a fixed
  * order. count/at enumerate them (borrowed pointers); set_steps restores the count. */
 int qkv_optim_state_count(const qkv_optim *o);

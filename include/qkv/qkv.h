@@ -40,6 +40,8 @@
 #include "qkv/decode.h"
 #include "qkv/seq2seq.h"
 #include "qkv/beam.h"
+#include "qkv/qa.h"
+#include "qkv/span.h"
 
 #define QKV_VERSION "0.1.0"
 

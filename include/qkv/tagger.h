@@ -33,6 +33,7 @@ typedef struct qkv_tagger_config {
     float dropout;      /* lstm: between layers and before the output layer; transformer: the blocks' dropout */
     int64_t n_heads, d_ff, max_len; /* transformer */
     bool learned_pos;               /* transformer: learned positions instead of sinusoidal */
+    int64_t adapter_dim;            /* transformer: Houlsby adapters in every block, 0 = none */
 } qkv_tagger_config;
 
 /* d_model 128, one bidirectional LSTM layer, no dropout; transformer: 4 heads, d_ff 512, max_len 512. */

@@ -105,6 +105,10 @@ struct cJSON *qkv_run_predict(qkv_run *r, const char *text);
  * other tasks go one text at a time. An error names the first text that fails ("<input>:N", N from 1). */
 struct cJSON *qkv_run_predict_batch(qkv_run *r, const char *const *texts, size_t n);
 
+/* A qa run (data.task "qa"): the answer span of question in context, {"answer", "score", "context_tokens"}
+ * (answer "" when no span qualifies; the context is cut to data.max_len tokens with the question). */
+struct cJSON *qkv_run_answer(qkv_run *r, const char *context, const char *question);
+
 /* What a trained model attends to for one input, for the viewer (`qkv viz`, `qkv demo`). Everything is heap memory
  * owned by the struct: free with qkv_run_explanation_free. Classifiers fill label/probability; every model with
  * attention fills maps (per layer: [heads, tokens, tokens] row-major); models without attention leave n_maps 0. */

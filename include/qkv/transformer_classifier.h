@@ -44,6 +44,7 @@ typedef struct qkv_tcls_config {
     bool emb_scale_sqrt_d;     /* multiply embeddings by sqrt(d_model) before adding positions */
     const qkv_tensor *pretrained; /* [vocab_size, d_model] float32 (copied at init), or NULL: normal(0, 1) */
     bool frozen;               /* the embedding gets no gradient */
+    int64_t adapter_dim;       /* Houlsby adapters in every block (qkv_nn_block_config), 0 = none */
 } qkv_tcls_config;
 
 /* d_model 128, 2 layers, 4 heads, d_ff 512, relu, pre-LN, dropout 0.1, attn_dropout 0.1, sinusoidal, sqrt(d) scale,
@@ -68,6 +69,9 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
 qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                             qkv_tensor **weights);
 /* log_softmax of the logits: log-probabilities [B, C]. */
+/* The encoder's states at every position [B, T, d_model] (after the final norm with pre-LN): the token features a
+ * task's own head reads (extractive QA). */
+qkv_tensor *qkv_tcls_features(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask);
 qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                              qkv_tensor **weights);
 

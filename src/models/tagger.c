@@ -68,6 +68,7 @@ qkv_tagger *qkv_tagger_new(const qkv_tagger_config *cfg, qkv_params *params, qkv
         bc.dim_feedforward = c->d_ff;
         bc.dropout = c->dropout;
         bc.norm_first = true;
+        bc.adapter_dim = c->adapter_dim;
         bc.separate_proj = true;
         if (!st) st = qkv_nn_encoder_init(&m->encoder, params, "encoder", &bc, (int)c->n_layers, true, rng);
     }
@@ -175,7 +176,7 @@ qkv_tensor *qkv_tagger_loss(qkv_ctx *ctx, const qkv_tagger *m, qkv_tensor *ids, 
 
 typedef struct tagger_opts {
     const char *encoder, *pos_enc;
-    int64_t d_model, n_layers, n_heads, d_ff, max_len;
+    int64_t d_model, n_layers, n_heads, d_ff, max_len, adapter_dim;
     bool bidirectional;
     double dropout;
 } tagger_opts;
@@ -190,6 +191,8 @@ static const qkv_field fields[] = {
                   "lstm: between layers and before the output; transformer: in the blocks"),
     QKV_FIELD_INT(tagger_opts, n_heads, "n_heads", 4, 1, 1 << 12, "transformer: attention heads (divide d_model)"),
     QKV_FIELD_INT(tagger_opts, d_ff, "d_ff", 512, 1, 1 << 20, "transformer: feed-forward width"),
+    QKV_FIELD_INT(tagger_opts, adapter_dim, "adapter_dim", 0, 0, 1 << 16,
+                  "transformer: Houlsby adapter bottleneck in every block (0 = none; finetune.mode adapters)"),
     QKV_FIELD_INT(tagger_opts, max_len, "max_len", 512, 1, 1 << 20, "transformer: longest sentence (positions)"),
     QKV_FIELD_CHOICE(tagger_opts, pos_enc, "pos_enc", "sinusoidal", "sinusoidal|learned", "transformer: positions"),
 };
@@ -219,6 +222,7 @@ static qkv_model *tagger_create(const cJSON *cfg, const qkv_task_info *info, qkv
     c.dropout = (float)o.dropout;
     c.n_heads = o.n_heads;
     c.d_ff = o.d_ff;
+    c.adapter_dim = o.adapter_dim;
     c.max_len = o.max_len;
     c.learned_pos = !strcmp(o.pos_enc, "learned");
     if (c.encoder == QKV_TAGGER_TRANSFORMER && info && info->max_len > c.max_len) {

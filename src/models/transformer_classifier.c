@@ -72,6 +72,7 @@ qkv_status qkv_tcls_init(qkv_tcls *m, qkv_params *params, const qkv_tcls_config 
     bc.activation = c->activation;
     bc.norm_first = c->norm_first;
     bc.separate_proj = true;
+    bc.adapter_dim = c->adapter_dim;
     if ((st = qkv_nn_encoder_init(&m->encoder, params, "encoder", &bc, (int)c->n_layers, c->norm_first, rng)))
         return st;
     /* The block config has one dropout for everything; the attention weights get their own. */
@@ -106,6 +107,19 @@ qkv_tensor *qkv_tcls_logits(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, co
     return qkv_nn_linear_forward(ctx, &m->classifier, qkv_reshape(ctx, x, QKV_DIMS(B, m->cfg.d_model)));
 }
 
+qkv_tensor *qkv_tcls_features(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask) {
+    if (!ids) return NULL;
+    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1 || ids->shape[1] > m->cfg.max_len) {
+        char s[96];
+        qkv_error_set(QKV_ERR_INVALID, "transformer classifier: ids %s must be int32 [batch, 1..max_len %lld]",
+                      qkv_shape_str(ids, s, sizeof s), (long long)m->cfg.max_len);
+        return NULL;
+    }
+    qkv_tensor *x = qkv_nn_posenc_forward(ctx, &m->pos, qkv_nn_embedding_forward(ctx, &m->embed, ids), 0);
+    qkv_nn_attn_mask mask = {.key_padding = pad_mask};
+    return qkv_nn_encoder_forward(ctx, &m->encoder, x, &mask, NULL);
+}
+
 qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, const qkv_tensor *pad_mask,
                              qkv_tensor **weights) {
     return qkv_log_softmax(ctx, qkv_tcls_logits(ctx, m, ids, pad_mask, weights), -1);
@@ -119,7 +133,7 @@ struct qkv_model {
 
 /* The "model" fields, declared once. */
 typedef struct tcls_opts {
-    int64_t d_model, n_layers, n_heads, d_ff, max_len;
+    int64_t d_model, n_layers, n_heads, d_ff, max_len, adapter_dim;
     const char *activation, *norm, *pos_enc, *pretrained;
     double dropout, attn_dropout;
     bool emb_scale_sqrt_d, frozen;
@@ -144,6 +158,8 @@ static const qkv_field fields[] = {
                   "safetensors [vocab, d_model] matrix in the run's vocabulary order (older than the run's "
                   "\"embeddings\" section)"),
     QKV_FIELD_BOOL(tcls_opts, frozen, "embeddings.frozen", false, "keep the token embeddings fixed"),
+    QKV_FIELD_INT(tcls_opts, adapter_dim, "adapter_dim", 0, 0, 1 << 16,
+                  "Houlsby adapter bottleneck in every block (0 = none; finetune.mode adapters trains them)"),
 };
 
 static qkv_status check_opts(const void *p) {
@@ -190,6 +206,7 @@ static qkv_status parse_config(const cJSON *cfg, const qkv_task_info *info, qkv_
     c->pos_enc = !strcmp(o.pos_enc, "sinusoidal") ? QKV_POSENC_SINUSOIDAL : QKV_POSENC_LEARNED;
     qkv_activation_parse(o.activation, &c->activation); /* the schema's choices all parse */
     c->frozen = o.frozen;
+    c->adapter_dim = o.adapter_dim;
     *pre = o.pretrained && o.pretrained[0] ? o.pretrained : NULL;
     if (info->max_len > c->max_len)
         return qkv_error_set(QKV_ERR_INVALID, "model.max_len %lld is shorter than the data's longest sequence %lld",
@@ -261,7 +278,17 @@ static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
 }
 
-static void tcls_info(const qkv_model *m, qkv_model_info *out) { out->max_positions = m->net.cfg.max_len; }
+static qkv_tensor *tcls_features(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    if (!check_batch(b)) return NULL;
+    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
+    if (b->mask && !pad) return NULL;
+    return qkv_tcls_features(ctx, &m->net, b->ids, pad);
+}
+
+static void tcls_info(const qkv_model *m, qkv_model_info *out) {
+    out->max_positions = m->net.cfg.max_len;
+    out->features_dim = m->net.cfg.d_model;
+}
 
 /* Word vectors (the run's "embeddings" option) go here; model.embeddings.pretrained is the older way for a
  * safetensors matrix already in the run's vocabulary order. */
@@ -280,5 +307,6 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .loss = tcls_loss,
     .forward = tcls_forward,
     .embeddings = tcls_embeddings,
+    .features = tcls_features,
     .info = tcls_info,
 };

@@ -24,6 +24,9 @@ static qkv_status check_config(const char *prefix, const qkv_nn_block_config *cf
     if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f))
         return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': dropout %g outside [0, 1)", p,
                              (double)cfg->dropout);
+    if (cfg->adapter_dim < 0)
+        return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': adapter_dim %lld is negative", p,
+                             (long long)cfg->adapter_dim);
     if (cfg->activation != QKV_ACT_RELU && cfg->activation != QKV_ACT_GELU && cfg->activation != QKV_ACT_GELU_TANH)
         return qkv_error_set(QKV_ERR_INVALID, "transformer block '%s': activation must be relu or gelu", p);
     return QKV_OK;
@@ -53,6 +56,27 @@ static qkv_status add_norm(qkv_nn_layer_norm *n, qkv_params *params, const char 
     char full[NN_NAME_MAX];
     qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
     return st ? st : qkv_nn_layer_norm_init(n, params, full, dim, eps > 0.0f ? eps : 1e-5f, true);
+}
+
+/* A bottleneck adapter near the identity: its output starts as its input, whatever block it is put into. */
+static qkv_status add_adapter(qkv_nn_adapter *a, qkv_params *params, const char *prefix, const char *name,
+                              const qkv_nn_block_config *cfg, qkv_rng *rng) {
+    char full[NN_NAME_MAX];
+    qkv_status st = qkv_params_join(full, sizeof full, prefix, name);
+    if (!st) st = add_linear(&a->down, params, full, "down", cfg->d_model, cfg->adapter_dim, rng);
+    if (!st) st = add_linear(&a->up, params, full, "up", cfg->adapter_dim, cfg->d_model, rng);
+    if (!st) st = qkv_init_normal(a->down.weight, 0.0f, 1e-3f, rng);
+    if (!st) st = qkv_init_normal(a->up.weight, 0.0f, 1e-3f, rng);
+    if (!st) st = qkv_init_constant(a->down.bias, 0.0f);
+    if (!st) st = qkv_init_constant(a->up.bias, 0.0f);
+    return st;
+}
+
+/* h + up(act(down(h))) on a sublayer's output; h itself when the block has no adapters. */
+static qkv_tensor *adapt(qkv_ctx *ctx, const qkv_nn_block_config *cfg, const qkv_nn_adapter *a, qkv_tensor *h) {
+    if (cfg->adapter_dim <= 0 || !h) return h;
+    qkv_tensor *z = qkv_nn_activate(ctx, cfg->activation, qkv_nn_linear_forward(ctx, &a->down, h));
+    return qkv_add(ctx, h, qkv_nn_linear_forward(ctx, &a->up, z));
 }
 
 /* Position-wise feed-forward: dropout(linear2(dropout(act(linear1(x))))). */
@@ -90,6 +114,9 @@ qkv_status qkv_nn_encoder_layer_init(qkv_nn_encoder_layer *l, qkv_params *params
         (st = add_norm(&l->norm1, params, prefix, "norm1", d, cfg->layer_norm_eps)) ||
         (st = add_norm(&l->norm2, params, prefix, "norm2", d, cfg->layer_norm_eps)))
         return st;
+    if (cfg->adapter_dim > 0 && ((st = add_adapter(&l->adapter1, params, prefix, "adapter1", cfg, rng)) ||
+                                 (st = add_adapter(&l->adapter2, params, prefix, "adapter2", cfg, rng))))
+        return st;
     l->cfg = *cfg;
     return QKV_OK;
 }
@@ -109,15 +136,18 @@ static qkv_tensor *encoder_block(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qk
     const qkv_nn_block_config *c = &l->cfg;
     if (c->norm_first) {
         qkv_tensor *h = qkv_nn_layer_norm_forward(ctx, &l->norm1, x);
-        x = qkv_add(ctx, first_rows(ctx, x, n), attn_block(ctx, c, &l->self_attn, first_rows(ctx, h, n), h, mask,
-                                                            weights));
+        x = qkv_add(ctx, first_rows(ctx, x, n),
+                    adapt(ctx, c, &l->adapter1,
+                          attn_block(ctx, c, &l->self_attn, first_rows(ctx, h, n), h, mask, weights)));
         h = qkv_nn_layer_norm_forward(ctx, &l->norm2, x);
-        return qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, h));
+        return qkv_add(ctx, x, adapt(ctx, c, &l->adapter2, ff_block(ctx, c, &l->linear1, &l->linear2, h)));
     }
     qkv_tensor *xq = first_rows(ctx, x, n);
-    x = qkv_nn_layer_norm_forward(ctx, &l->norm1,
-                                  qkv_add(ctx, xq, attn_block(ctx, c, &l->self_attn, xq, x, mask, weights)));
-    return qkv_nn_layer_norm_forward(ctx, &l->norm2, qkv_add(ctx, x, ff_block(ctx, c, &l->linear1, &l->linear2, x)));
+    x = qkv_nn_layer_norm_forward(
+        ctx, &l->norm1, qkv_add(ctx, xq, adapt(ctx, c, &l->adapter1, attn_block(ctx, c, &l->self_attn, xq, x, mask,
+                                                                                  weights))));
+    return qkv_nn_layer_norm_forward(
+        ctx, &l->norm2, qkv_add(ctx, x, adapt(ctx, c, &l->adapter2, ff_block(ctx, c, &l->linear1, &l->linear2, x))));
 }
 
 qkv_tensor *qkv_nn_encoder_layer_forward(qkv_ctx *ctx, const qkv_nn_encoder_layer *l, qkv_tensor *x,

@@ -40,8 +40,9 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, data.bucket, "data.bucket", true, "batch examples of alike lengths"),
     QKV_FIELD_CHOICE(S, data.tagset, "data.tagset", "universal", "universal|brown|names",
                      "tagging: column 2, column 3, or the NAME entities derived from column 3 (docs/tagging.md)"),
-    QKV_FIELD_CHOICE(S, data.task, "data.task", "auto", "auto|summarize",
-                     "auto: the model type's task; summarize: TSV article<TAB>summary for a language model"),
+    QKV_FIELD_CHOICE(S, data.task, "data.task", "auto", "auto|summarize|qa",
+                     "auto: the model type's task; summarize: TSV article<TAB>summary for a language model; qa: SQuAD "
+                     "JSONL for a model with token features (docs/qa.md)"),
     QKV_FIELD_NUM(S, data.article_weight, "data.article_weight", 0, 0, 1, 0,
                   "summarize: loss weight of the article's tokens (the summary's are 1)"),
     QKV_FIELD_INT(S, data.summary_max_len, "data.summary_max_len", 48, 1, 1 << 20,
@@ -86,7 +87,7 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_INT(S, eval.batch_size, "eval.batch_size", 64, 1, 1 << 20, "eval batch size"),
     QKV_FIELD_INT(S, eval.max_batches, "eval.max_batches", 0, 0, NO_MAX, "eval batches (0 = the whole split)"),
     QKV_FIELD_CHOICE(S, eval.metric, "eval.metric", "auto",
-                     "auto|loss|accuracy|macro_f1|perplexity|bits_per_token|bleu|entity_f1|rougeL",
+                     "auto|loss|accuracy|macro_f1|perplexity|bits_per_token|bleu|entity_f1|rougeL|f1|exact_match",
                      "what best.safetensors and early stopping follow"),
     QKV_FIELD_CHOICE(S, eval.mode, "eval.mode", "auto", "auto|min|max", "whether the metric is better low or high"),
     QKV_FIELD_INT(S, eval.patience, "eval.patience", 0, 0, NO_MAX, "stop after N evals without improvement (0: never)"),
@@ -102,6 +103,18 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, embeddings.lowercase_fallback, "embeddings.lowercase_fallback", true,
                    "a token missing from the file is looked up lowercased"),
     QKV_FIELD_CHOICE(S, embeddings.format, "embeddings.format", "auto", "auto|text|binary", "vector file format"),
+    QKV_FIELD_STR(S, finetune.init_from, "finetune.init_from", "", QKV_FIELD_PATH,
+                  "start from this qkv run or Hugging Face directory's weights, matched by name and shape ('' = none)"),
+    QKV_FIELD_CHOICE(S, finetune.mode, "finetune.mode", "full", "full|head|adapters",
+                     "what trains: everything; the top layer alone (the head); adapters, layer norms and the head"),
+    QKV_FIELD_STR(S, finetune.freeze, "finetune.freeze", "", 0,
+                  "comma-separated parameter patterns (glob, or a dotted prefix) that never train"),
+    QKV_FIELD_INT(S, finetune.unfreeze_every, "finetune.unfreeze_every", 0, 0, NO_MAX,
+                  "gradual unfreezing: the head first, one more layer from the top every N steps (0 = off)"),
+    QKV_FIELD_NUM(S, finetune.layer_lr_decay, "finetune.layer_lr_decay", 1, 0, 1, QKV_FIELD_LO_OPEN,
+                  "discriminative learning rates: a layer k below the top gets lr * decay^k"),
+    QKV_FIELD_STR(S, finetune.groups, "finetune.groups", "", 0,
+                  "parameter groups 'PATTERN@LO-HI:lr=X,wd=Y,frozen;...' (docs/training.md)"),
     QKV_FIELD_INT(S, seed, "seed", 1, 0, 4294967295.0, "seeds init (seed), dropout (seed + 1) and data order (seed + 2)"),
 };
 #undef S
@@ -115,7 +128,7 @@ static qkv_status check_settings(const void *p) {
     if (qkv_schedule_parse(&s, c->train.schedule.spec, c->train.optimizer.lr, (double)c->train.schedule.warmup_steps,
                            total, c->train.schedule.min_ratio, c->train.schedule.d_model) != QKV_OK)
         return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
-    return QKV_OK;
+    return qkv__finetune_check(c);
 }
 
 static const qkv_schema SCHEMA = QKV_SCHEMA("", qkv_run_settings, FIELDS, check_settings);

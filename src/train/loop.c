@@ -403,12 +403,13 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
 static void pick_metric(loop_ctx *L) {
     const char *m = L->r->set.eval.metric;
     task_kind k = L->r->task.kind;
-    if (!strcmp(m, "auto")) m = k == TASK_CLASSIFY || k == TASK_TAGGING ? "accuracy" : "loss";
+    if (!strcmp(m, "auto")) m = k == TASK_CLASSIFY || k == TASK_TAGGING ? "accuracy" : k == TASK_QA ? "f1" : "loss";
     const char *mode = L->r->set.eval.mode;
     L->metric = m;
     L->maximise = !strcmp(mode, "max") ||
                   (!strcmp(mode, "auto") && (!strcmp(m, "accuracy") || !strcmp(m, "macro_f1") || !strcmp(m, "bleu") ||
-                                             !strcmp(m, "entity_f1") || !strcmp(m, "rougeL")));
+                                             !strcmp(m, "entity_f1") || !strcmp(m, "rougeL") || !strcmp(m, "f1") ||
+                                             !strcmp(m, "exact_match")));
     snprintf(L->curves.metric_name, sizeof L->curves.metric_name, "%s", m);
 }
 
@@ -435,6 +436,10 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bleu' needs a seq2seq task and eval.bleu = true");
     if (r->have_dev && !strcmp(L.metric, "rougeL") && (r->task.kind != TASK_SUMMARIZE || !r->set.eval.rouge))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'rougeL' needs data.task summarize and eval.rouge = true");
+    if (r->have_dev && (r->task.kind == TASK_QA) != (!strcmp(L.metric, "f1") || !strcmp(L.metric, "exact_match")) &&
+        strcmp(L.metric, "loss"))
+        return qkv_error_set(QKV_ERR_INVALID, "eval.metric: qa runs follow loss, f1 or exact_match, and those two are "
+                             "qa metrics");
     if (r->have_dev && r->task.kind != TASK_LM && (!strcmp(L.metric, "bits_per_token")))
         return qkv_error_set(QKV_ERR_INVALID, "eval.metric: 'bits_per_token' is only for lm tasks");
     /* Data-parallel: buckets for replicated optimisers, or ZeRO-1's shards (QKV_DIST_ZERO=1). */
@@ -556,12 +561,15 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         int64_t count = 0, real = 0;
         st = next_batch(&L, &idx, &count);
         if (st) break;
+        if (qkv__finetune_due(r, r->state.step) && (st = qkv__finetune_apply(r, r->state.step, false))) break;
         qkv_ctx_reset(r->ctx);
         qkv_ctx_set_training(r->ctx, true);
         qkv_ctx_set_grad(r->ctx, true);
         qkv_batch b;
         st = qkv__batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
-        qkv_tensor *loss_t = st == QKV_OK ? r->type->loss(r->ctx, r->model, &b) : NULL;
+        qkv_tensor *loss_t = st != QKV_OK             ? NULL
+                             : r->task.kind == TASK_QA ? qkv__qa_loss(r, &b)
+                                                       : r->type->loss(r->ctx, r->model, &b);
         if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
             st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
                                r->state.step + 1, qkv_last_error());

@@ -16,6 +16,8 @@ typedef struct {
     bool frozen, momentum_init;
     bool remote; /* ZeRO-1: another rank updates this parameter and keeps its state */
     float lr_scale;
+    float weight_decay; /* NAN: the optimiser's */
+    long since;         /* optimiser steps taken before this parameter began to train (Adam's bias correction) */
 } slot;
 
 struct qkv_optim {
@@ -81,6 +83,7 @@ qkv_optim *qkv_optim_new(qkv_params *params, const qkv_optim_config *cfg) {
         slot *s = &o->slots[o->n++];
         s->p = p;
         s->lr_scale = 1.0f;
+        s->weight_decay = NAN;
         bool two = c->kind != QKV_SGD, one = two || c->momentum > 0;
         if (one) s->s1 = qkv_tensor_new(QKV_F32, p->ndim, p->shape);
         if (two) s->s2 = qkv_tensor_new(QKV_F32, p->ndim, p->shape);
@@ -222,11 +225,12 @@ qkv_status qkv_optim_step(qkv_optim *o) {
         slot *s = &o->slots[i];
         if (s->frozen || s->remote || !s->p->grad) continue;
         float lr = o->cfg.lr * s->lr_scale;
-        float wd = (o->cfg.decay_exclude_1d && s->p->ndim <= 1) ? 0.0f : o->cfg.weight_decay;
+        float wd = isnan(s->weight_decay) ? o->cfg.weight_decay : s->weight_decay;
+        if (o->cfg.decay_exclude_1d && s->p->ndim <= 1) wd = 0.0f;
         switch (o->cfg.kind) {
         case QKV_SGD: sgd_update(&o->cfg, s, lr, wd); break;
         case QKV_ADAM:
-        case QKV_ADAMW: adam_update(&o->cfg, s, lr, wd, o->steps); break;
+        case QKV_ADAMW: adam_update(&o->cfg, s, lr, wd, o->steps - s->since); break;
         case QKV_ADADELTA: adadelta_update(&o->cfg, s, lr, wd); break;
         }
     }
@@ -241,7 +245,29 @@ float qkv_optim_lr(const qkv_optim *o) { return o->cfg.lr; }
 long qkv_optim_steps(const qkv_optim *o) { return o->steps; }
 void qkv_optim_set_steps(qkv_optim *o, long steps) {
     o->steps = steps;
-    for (int i = 0; i < o->n; i++) o->slots[i].momentum_init = steps > 0;
+    for (int i = 0; i < o->n; i++) o->slots[i].momentum_init = steps > o->slots[i].since;
+}
+
+int qkv_optim_param_count(const qkv_optim *o) { return o->n; }
+
+qkv_tensor *qkv_optim_param_at(const qkv_optim *o, int i) { return i >= 0 && i < o->n ? o->slots[i].p : NULL; }
+
+qkv_optim_param qkv_optim_param_get(const qkv_optim *o, int i) {
+    const slot *s = &o->slots[i];
+    return (qkv_optim_param){.frozen = s->frozen, .lr_scale = s->lr_scale, .weight_decay = s->weight_decay,
+                             .since = s->since};
+}
+
+/* A frozen parameter also stops requiring a gradient, so backward skips the work for it (an embedding's scatter,
+ * a weight's GEMM); the slot and its moments stay, so a checkpoint has the same tensors whatever is frozen. */
+void qkv_optim_param_set(qkv_optim *o, int i, const qkv_optim_param *g) {
+    slot *s = &o->slots[i];
+    s->frozen = g->frozen;
+    s->lr_scale = g->lr_scale;
+    s->weight_decay = g->weight_decay;
+    s->since = g->since < 0 ? 0 : g->since;
+    s->momentum_init = o->steps > s->since;
+    qkv_tensor_set_requires_grad(s->p, !g->frozen);
 }
 
 static int for_prefix(qkv_optim *o, const char *prefix, bool set_frozen, bool frozen, float scale) {

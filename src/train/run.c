@@ -96,6 +96,12 @@ static qkv_status build_model_with(qkv_run *r, qkv_params_check_fn check, void *
     r->model = r->type->create(cJSON_GetObjectItemCaseSensitive(r->cfg, "model"), &info, r->params, &init);
     qkv_params_set_check(r->params, NULL, NULL);
     if (!r->model) return qkv_last_status();
+    if (r->task.kind == TASK_QA) {
+        qkv_params_set_check(r->params, check, user);
+        qkv_status st = qkv__qa_head_init(r, &init);
+        qkv_params_set_check(r->params, NULL, NULL);
+        if (st) return st;
+    }
     qkv_rng_init(qkv_ctx_rng(r->ctx), seed + 1);
     r->state.rng = *qkv_ctx_rng(r->ctx);
     r->data_seed = seed + 2;
@@ -284,7 +290,9 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
         st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
     if (st == QKV_OK) st = qkv__run_pretrained_check(r);
     if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
-    if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
+    if (st == QKV_OK)
+        st = r->task.kind == TASK_QA ? qkv__qa_load(&r->task, r->set.data.train, &r->train, true)
+                                     : qkv__task_load(&r->task, r->set.data.train, &r->train);
     if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
     if (st == QKV_OK) r->have_train = true;
     const char *dev = r->set.data.dev;
@@ -302,6 +310,7 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
         free(from);
     }
     /* Between the model's own init and the optimiser: frozen matrices must be out of the optimiser's list. */
+    if (st == QKV_OK && !resume) st = qkv__finetune_init_from(r);
     if (st == QKV_OK) st = qkv__run_pretrained_init(r, !resume);
     if (st == QKV_OK) st = build_optimiser(r);
     if (st == QKV_OK && resume) {
@@ -314,6 +323,7 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
         if (st == QKV_OK) *qkv_ctx_rng(r->ctx) = r->state.rng;
         free(p);
     }
+    if (st == QKV_OK) st = qkv__finetune_apply(r, r->state.step, !resume);
     /* Last, once every check passed, so a failed command leaves the run directory as it was: the config, and the
      * cleanup of temporaries that writers killed mid-write (kill -9, a crash) left. */
     if (st == QKV_OK) st = write_config(dir, r->cfg);
@@ -407,6 +417,7 @@ static int argmax(const float *x, int64_t n) {
 
 cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
     if (r->task.kind == TASK_TAGGING) return qkv__tagging_evaluate(r, s, max_batches);
+    if (r->task.kind == TASK_QA) return qkv__qa_evaluate(r, s, max_batches);
     if (r->task.kind == TASK_PAIRS) return qkv__pairs_evaluate(r, s, max_batches, NAN);
     int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
@@ -618,4 +629,8 @@ cJSON *qkv_run_predict_batch(qkv_run *r, const char *const *texts, size_t n) {
         return NULL;
     }
     return all;
+}
+
+cJSON *qkv_run_answer(qkv_run *r, const char *context, const char *question) {
+    return qkv__qa_answer(r, context, question);
 }

@@ -62,6 +62,7 @@ qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n) { return p
 example *qkv__split_example(split *s) { return ex_new(s); }
 
 void qkv__split_free(split *s) {
+    qkv__qa_split_free(s->qa);
     free(s->pool);
     free(s->ex);
     memset(s, 0, sizeof *s);
@@ -302,6 +303,7 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     const qkv_run_settings *rs = &settings;
     qkv_status cst = qkv_config_settings(cfg, &settings);
     if (cst != QKV_OK) return cst;
+    if (!strcmp(rs->data.task, "qa")) return qkv__qa_prepare(t, rs, dir, fresh);
     if (t->kind == TASK_TAGGING) return qkv__tagging_prepare(t, rs, dir, fresh);
     if (!strcmp(rs->data.task, "summarize")) {
         if (t->kind != TASK_LM)
@@ -445,7 +447,8 @@ void qkv__task_info(const task *t, qkv_task_info *info) {
     memset(info, 0, sizeof *info);
     info->vocab_size = t->vocab_size;
     info->tgt_vocab_size = t->tgt_vocab_size;
-    info->n_classes = t->n_labels;
+    info->n_classes = t->kind == TASK_QA ? 2 : t->n_labels; /* qa: a model that builds a classifier gets two
+                                                              * classes; the task reads its features alone */
     info->pad_id = t->pad;
     info->max_len = t->kind == TASK_LM ? t->seq_len : t->kind == TASK_SEQ2SEQ ? t->max_len + 1 : t->max_len;
     if (t->kind == TASK_SUMMARIZE) info->pad_id = t->pad;
@@ -557,6 +560,7 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
     memset(s, 0, sizeof *s);
     if (t->shard) return load_shard(t, path, s);
     if (t->kind == TASK_TAGGING) return qkv__tagging_load(t, path, s);
+    if (t->kind == TASK_QA) return qkv__qa_load(t, path, s, false);
     qkv_dataset *d = read_rows(t, path);
     if (!d) return qkv_last_status();
     qkv_status st = QKV_OK;
@@ -575,6 +579,7 @@ qkv_status qkv__task_encode_text(task *t, const char *text, split *s) {
 qkv_status qkv__task_encode_texts(task *t, const char *const *texts, size_t n_texts, split *s) {
     memset(s, 0, sizeof *s);
     if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
+    if (t->kind == TASK_QA) return qkv_error_set(QKV_ERR_UNSUPPORTED, "a qa run answers questions: use qkv answer");
     if (t->kind == TASK_SEQ2SEQ || t->kind == TASK_TAGGING || t->kind == TASK_PAIRS || t->kind == TASK_SUMMARIZE)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "predicting from text is not supported for this %s",
                              t->kind == TASK_PAIRS       ? "model type (pairs: use qkv similar)"

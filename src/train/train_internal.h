@@ -11,6 +11,7 @@
 #include "qkv/config.h"
 #include "qkv/data.h"
 #include "qkv/model.h"
+#include "qkv/nn_layers.h"
 #include "qkv/optim.h"
 #include "qkv/schedule.h"
 #include "qkv/text.h"
@@ -20,7 +21,7 @@ QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
-typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS, TASK_SUMMARIZE } task_kind;
+typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS, TASK_SUMMARIZE, TASK_QA } task_kind;
 typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
 
 /* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
@@ -39,6 +40,7 @@ typedef struct split {
     example *ex;
     int64_t n, cap;
     int64_t n_chars; /* characters of text read (bits per character) */
+    struct qa_split *qa; /* qa: contexts, answers, token spans, gold positions (task_qa.c) */
 } split;
 
 typedef struct task {
@@ -184,6 +186,7 @@ struct qkv_run {
     qkv_params *params;
     qkv_model *model;
     qkv_optim *opt;
+    qkv_nn_linear qa_head; /* qa: start/end logits over the model's token features */
     qkv_schedule sched;
     qkv_ctx *ctx;
     qkv_train_state state;
@@ -207,6 +210,42 @@ qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, doubl
  * (fresh false) leaves the weights to the checkpoint. Either way embeddings.frozen makes those matrices require no
  * gradient, so the optimiser's parameter list matches the checkpoint's. */
 qkv_status qkv__run_pretrained_init(qkv_run *r, bool fresh);
+/* One line appended to the run's log.jsonl (src/train/runlog.c). */
+qkv_status qkv__run_log_line(const qkv_run *r, const char *line);
+/* The "finetune" section (src/train/finetune.c). check: the syntax of freeze and groups (config check). apply: each
+ * optimiser parameter's frozen flag, lr scale, weight decay and start step for training step `step` (gradual
+ * unfreezing makes it depend on the step), with a "finetune" log record when log; an error when a pattern matches
+ * nothing. due: whether gradual unfreezing changes something at `step`. layers: a parameter's layer by the naming
+ * rule (0 = embeddings .. *top = head). match: a glob, or a dotted prefix when the pattern has no wildcard. */
+/* finetune.init_from on a fresh run's built model (src/train/init_from.c): weights matched by name and shape, an
+ * "init_from" record in log.jsonl (loaded, new, unused). */
+qkv_status qkv__finetune_init_from(qkv_run *r);
+/* A qa split's text side, example by example (src/train/task_qa.c). */
+struct qa_split {
+    char **context;
+    char ***answers;
+    int *n_answers;
+    int64_t **tok_span; /* per example: [n, 2] byte spans in the context; -1, -1 outside the context */
+    int32_t (*gold)[2]; /* token positions, -1 when the answer was cut away */
+    int64_t n, cap, dropped;
+};
+/* The qa task (src/train/task_qa.c). load: training drops examples whose answer was cut away (counted by
+ * qkv__qa_dropped), evaluation keeps them. head_init: the "qa_outputs" head over the model's features. */
+qkv_status qkv__qa_prepare(task *t, const qkv_run_settings *rs, const char *dir, bool fresh);
+qkv_status qkv__qa_load(task *t, const char *path, split *s, bool training);
+int64_t qkv__qa_dropped(const split *s);
+void qkv__qa_split_free(struct qa_split *q);
+qkv_status qkv__qa_batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B,
+                              qkv_batch *b, int64_t *tokens);
+qkv_status qkv__qa_head_init(qkv_run *r, qkv_rng *rng);
+qkv_tensor *qkv__qa_loss(qkv_run *r, const qkv_batch *b);
+struct cJSON *qkv__qa_evaluate(qkv_run *r, const split *s, int64_t max_batches);
+struct cJSON *qkv__qa_answer(qkv_run *r, const char *context, const char *question);
+qkv_status qkv__finetune_check(const qkv_run_settings *c);
+qkv_status qkv__finetune_apply(qkv_run *r, long step, bool log);
+bool qkv__finetune_due(const qkv_run *r, long step);
+long qkv__finetune_layers(const qkv_params *params, const char *name, long *top);
+bool qkv__finetune_match(const char *pattern, const char *name);
 /* The "embeddings" object's values alone (types, one source of vectors), before anything is built. */
 qkv_status qkv__run_pretrained_check(const qkv_run *r);
 /* "ckpt-<step>.safetensors" paths in the run dir, by step: the newest step, or -1 when none. */

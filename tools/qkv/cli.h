@@ -71,6 +71,11 @@ void cli_lines_free(cli_lines *l);
 /* Creates the missing parents of an output FILE (or the output directory itself and its parents, is_dir), as
  * `mkdir -p`; CLI_OK, or the exit code after printing the error. Every command that writes into a path uses it. */
 int cli_prepare_out(const char *cmd, const char *path, bool is_dir);
+/* An output file written whole or not at all: cli_out_open returns a stream on "PATH.tmp.PID" (tmp receives that
+ * name; standard output when path is NULL), or NULL after printing the error; cli_out_close closes it and renames it
+ * to path when rc is CLI_OK, else removes it, and returns rc (or the exit code of a failed write). */
+FILE *cli_out_open(const char *cmd, const char *path, char *tmp, size_t tmp_size);
+int cli_out_close(const char *cmd, FILE *f, const char *path, const char *tmp, int rc);
 
 /* The last argument is a flag that, by the command's help, takes a value: a usage error saying so (exit 1), else
  * CLI_OK. argv[0] is the subcommand name. */

@@ -54,6 +54,33 @@ static void on_step(void *user, long step, long total, double loss, double lr, d
     cli_progress_update(&ui->bar, step - ui->start, ui->units, extra);
 }
 
+/* What init_from loaded and which parameters train: "init_from: F: 38 tensors loaded; new (2): a, b; unused (1): c"
+ * and "finetune: 4 parameters train, 36 frozen (layers 0-3)". */
+static void show_finetune(const char *line) {
+    cJSON *j = cJSON_Parse(line);
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(j, "kind"));
+    if (kind && !strcmp(kind, "finetune")) {
+        printf("finetune: %.0f parameters train, %.0f frozen (layers 0-%.0f)\n",
+               cJSON_GetNumberValue(cJSON_GetObjectItem(j, "trainable")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(j, "frozen")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(j, "layers")) - 1);
+    } else if (kind) {
+        printf("init_from: %s: %.0f tensors loaded", cJSON_GetStringValue(cJSON_GetObjectItem(j, "file")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(j, "loaded")));
+        const char *keys[2][2] = {{"new", "n_new"}, {"unused", "n_unused"}};
+        for (int k = 0; k < 2; k++) {
+            double n = cJSON_GetNumberValue(cJSON_GetObjectItem(j, keys[k][1]));
+            printf("; %s (%.0f)%s", keys[k][0], n, n > 0 ? ":" : "");
+            const cJSON *it;
+            cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, keys[k][0])) printf(" %s", it->valuestring);
+            int listed = cJSON_GetArraySize(cJSON_GetObjectItem(j, keys[k][0]));
+            if (n > listed) printf(" ...");
+        }
+        printf("\n");
+    }
+    cJSON_Delete(j);
+}
+
 /* The coverage of pretrained embeddings, which the new run logged before training: "embeddings: P <- FILE: 14,210
  * of 20,000 tokens (71.1%)". */
 static void show_pretrained(const char *dir, const train_ui *ui) {
@@ -64,10 +91,15 @@ static void show_pretrained(const char *dir, const train_ui *ui) {
     char line[8192];
     while (f && fgets(line, sizeof line, f)) {
         bool warning = strstr(line, "\"kind\":\"warning\"") != NULL;
-        if (!warning && !strstr(line, "\"kind\":\"pretrained\"")) continue;
+        bool init = strstr(line, "\"kind\":\"init_from\"") != NULL, ft = strstr(line, "\"kind\":\"finetune\"");
+        if (!warning && !init && !ft && !strstr(line, "\"kind\":\"pretrained\"")) continue;
         line[strcspn(line, "\n")] = '\0';
         if (ui->json) {
             printf("%s\n", line);
+            continue;
+        }
+        if (init || ft) {
+            show_finetune(line);
             continue;
         }
         if (warning) { /* data the run kept but changed (summarize: articles cut to the model's room) */

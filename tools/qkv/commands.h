@@ -26,5 +26,6 @@ extern const cli_command cmd_lesson;
 extern const cli_command cmd_serve; /* built with libmicrohttpd (QKV_HAVE_SERVE) */
 extern const cli_command cmd_data;
 extern const cli_command cmd_chat;
+extern const cli_command cmd_answer;
 
 #endif

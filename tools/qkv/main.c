@@ -11,6 +11,7 @@ static const cli_command *const commands[] = {
     &cmd_train,
     &cmd_eval,
     &cmd_predict,
+    &cmd_answer,
     &cmd_tag,
     &cmd_generate,
     &cmd_chat,
