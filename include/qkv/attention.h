@@ -10,6 +10,14 @@
  * Masks. A query row whose every key is masked (by causality and/or padding) has no defined softmax; both paths
  * give it output 0 and send zero gradient through it (PyTorch gives NaN there).
  *
+ * Additive bias. opts.bias [B or 1, H or 1, Tq, Tk] is added to the scaled scores before the softmax (T5's relative
+ * position bias, ALiBi-style biases); it is an autograd input, and its gradient is the softmax backward summed
+ * over the dimensions it is broadcast along. The fused path adds it row by row inside the kernels (no [Tq, Tk]
+ * buffer in the forward; the backward needs one only to sum a broadcast bias over the batch).
+ *
+ * Prefix-LM mask. opts.prefix [B] int32 together with causal: query i of batch b sees key j when j <= i + (Tk - Tq)
+ * or j < prefix[b], i.e. bidirectional attention over the first prefix[b] positions and causal after them.
+ *
  * Dropout (training mode, p > 0) drops attention weights after the softmax, keeping each with probability 1-p
  * and scaling kept ones by 1/(1-p). Element (b, h, i, j) keeps when qkv_rng_uniform_at(seed, base,
  * ((b*H + h)*Tq + i)*Tk + j) >= p, where (seed, base) is the context generator before the call; each call
@@ -33,6 +41,11 @@ typedef struct qkv_sdpa_opts {
     /* [B, Tk] int32 or float32 (any strides), non-zero = padded key (never attended to), or NULL. Read during the
      * call only: backward does not look at it again. */
     const qkv_tensor *key_padding;
+    /* [B or 1, H or 1, Tq, Tk] float32 (any strides) added to scale * Q K^T, or NULL. Receives a gradient. */
+    qkv_tensor *bias;
+    /* [B] int32 (any stride), or NULL: with causal, keys j < prefix[b] are visible to every query of batch b (the
+     * prefix-LM mask). Values are clamped to [0, Tk]. Read during the call only. Ignored without causal. */
+    const qkv_tensor *prefix;
     /* Multiplies Q K^T; 0 means 1/sqrt(D). Must be finite. */
     float scale;
     /* Attention-weight dropout probability in [0, 1), applied only in training mode. */
