@@ -69,6 +69,18 @@ qkv_tensor *qkv_sdpa(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v, 
 qkv_tensor *qkv_sdpa_materialized(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                   const qkv_sdpa_opts *opts);
 
+/* T5's relative position bucket of offset rel = key - query (its _relative_position_bucket, same float32 math):
+ * bidirectional splits the buckets between keys after and at-or-before the query; causal (decoder) buckets only
+ * -min(rel, 0). Distances below a quarter (bidirectional) or half (causal) of num_buckets get a bucket each, larger
+ * ones logarithmic buckets up to max_distance. */
+int qkv_relative_position_bucket(int64_t rel, bool bidirectional, int num_buckets, int max_distance);
+
+/* Bias [1, H, Tq, Tk] from a learned table [num_buckets, H]: element (h, i, j) = table[bucket(j - (i + q_offset)),
+ * h]. q_offset places the queries after earlier positions (incremental decoding: Tq = 1, q_offset = step). The
+ * table receives the gradient. NULL (error set) for a table not 2-D or too few buckets for max_distance. */
+qkv_tensor *qkv_relative_position_bias(qkv_ctx *ctx, qkv_tensor *table, int64_t Tq, int64_t Tk, int64_t q_offset,
+                                       bool bidirectional, int max_distance);
+
 #ifdef __cplusplus
 }
 #endif
