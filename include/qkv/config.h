@@ -40,6 +40,9 @@ typedef struct qkv_run_settings {
         const char *task;
         double article_weight;
         int64_t summary_max_len;
+        /* span_corruption (src/train/task_span.c) */
+        double noise_density, mean_span;
+        int64_t sentinels;
     } data;
     struct {
         int64_t steps, batch_size;

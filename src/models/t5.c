@@ -436,12 +436,14 @@ typedef struct t5_opts {
 } t5_opts;
 
 static const qkv_field t5_fields[] = {
-    QKV_FIELD_INT(t5_opts, d_model, "d_model", 256, 1, 1 << 16, "width of the model"),
+    /* The defaults are a model that pretrains in minutes on 2 cores (T5-small is d_model 512, d_ff 2048, 6 + 6 layers
+     * of 8 heads). */
+    QKV_FIELD_INT(t5_opts, d_model, "d_model", 128, 1, 1 << 16, "width of the model"),
     QKV_FIELD_INT(t5_opts, n_heads, "n_heads", 4, 1, 1024, "attention heads"),
     QKV_FIELD_INT(t5_opts, d_kv, "d_kv", 0, 0, 1 << 16, "width of each head's keys and values (0: d_model / n_heads)"),
-    QKV_FIELD_INT(t5_opts, d_ff, "d_ff", 1024, 1, 1 << 20, "inner width of the feed-forward layers"),
-    QKV_FIELD_INT(t5_opts, n_enc_layers, "n_enc_layers", 3, 1, QKV_NN_MAX_LAYERS, "encoder blocks"),
-    QKV_FIELD_INT(t5_opts, n_dec_layers, "n_dec_layers", 3, 1, QKV_NN_MAX_LAYERS, "decoder blocks"),
+    QKV_FIELD_INT(t5_opts, d_ff, "d_ff", 512, 1, 1 << 20, "inner width of the feed-forward layers"),
+    QKV_FIELD_INT(t5_opts, n_enc_layers, "n_enc_layers", 2, 1, QKV_NN_MAX_LAYERS, "encoder blocks"),
+    QKV_FIELD_INT(t5_opts, n_dec_layers, "n_dec_layers", 2, 1, QKV_NN_MAX_LAYERS, "decoder blocks"),
     QKV_FIELD_INT(t5_opts, num_buckets, "num_buckets", 32, 4, 4096, "relative position buckets"),
     QKV_FIELD_INT(t5_opts, max_distance, "max_distance", 128, 2, 1 << 20,
                   "distance beyond which relative positions share a bucket"),
@@ -541,6 +543,7 @@ const qkv_model_type qkv_model_t5 = {
     .summary = "T5 text-to-text encoder-decoder (relative position bias, RMS norm, tied embedding, no biases)",
     .config = &t5_schema,
     .default_config = defaults_json,
+    .data_defaults = "{\"shared_vocab\": true}", /* one embedding serves source, target and output */
     .create = t5_create,
     .free = t5_model_free,
     .loss = t5_loss,
