@@ -24,6 +24,9 @@ loss=$("$QKV" eval --run "$d/run" --json | sed 's/.*"loss":\([0-9.]*\).*/\1/')
 check "span-corruption pretraining learns (dev loss $loss < 5.0)" '[ $rc = 0 ] && awk -v l="$loss" "BEGIN{exit !(l < 5.0)}"'
 out=$(echo "the family of dashwood had long been settled in sussex" | "$QKV" translate --run "$d/run")
 check "the model's output starts with the first sentinel" '[ "${out%% *}" = "<extra_id_0>" ]'
+gen=$("$QKV" generate --run "$d/run" --max-tokens 30 "the family of dashwood had long been settled in sussex")
+out30=$(echo "the family of dashwood had long been settled in sussex" | "$QKV" translate --run "$d/run" --max-len 30)
+check "generate with a text-to-text run prints its output (as translate)" '[ -n "$gen" ] && [ "$gen" = "$out30" ]'
 "$QKV" config show t5 > "$d/show"
 check "config show t5: the small default with a shared vocabulary" 'grep -Eq "\"d_model\":[[:space:]]+128" "$d/show" && grep -Eq "\"shared_vocab\":[[:space:]]+true" "$d/show"'
 sed 's/"type": "t5"/"type": "gpt"/' "$d/c.json" > "$d/gpt.json"
