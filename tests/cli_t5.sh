@@ -32,5 +32,25 @@ check "config show t5: the small default with a shared vocabulary" 'grep -Eq "\"
 sed 's/"type": "t5"/"type": "gpt"/' "$d/c.json" > "$d/gpt.json"
 "$QKV" train --config "$d/gpt.json" --run "$d/gpt" > /dev/null 2> "$d/err"; rc=$?
 check "span_corruption with a language model exits 2 naming the task" '[ $rc = 2 ] && grep -q "span_corruption" "$d/err"'
+# Text-to-text with task prefixes: one model, per-task metrics in eval, generate with a prefix.
+for i in $(seq 1 30); do
+  printf 'sentiment: what a lovely happy day\tpositive\nsentiment: a sad and awful film\tnegative\n'
+  printf 'summarize: the cat sat on the mat for the whole long day\tcat on mat\n'
+  printf 'summarize: rain fell on the town and the river rose over its banks\train and flood\n'
+done > "$d/mt.tsv"
+head -4 "$d/mt.tsv" > "$d/mt_dev.tsv"
+cat > "$d/mt.json" <<JSON
+{"model": {"type": "t5", "d_model": 32, "n_heads": 2, "d_ff": 64, "dropout": 0.0},
+ "data": {"train": "$d/mt.tsv", "dev": "$d/mt_dev.tsv", "max_len": 24},
+ "train": {"steps": 150, "batch_size": 8, "optimizer": {"lr": 0.01}},
+ "eval": {"every": 150, "tasks": "sentiment=accuracy,summarize=rouge"}, "seed": 2}
+JSON
+"$QKV" train --config "$d/mt.json" --run "$d/mt" --quiet > /dev/null 2>&1; rc=$?
+"$QKV" eval --run "$d/mt" --json > "$d/mt_eval" 2>&1
+check "eval.tasks: per-task metrics of a text-to-text run" '[ $rc = 0 ] && grep -q "\"tasks\":{\"sentiment\":{\"accuracy\":100,\"examples\":2},\"summarize\":{\"rougeL\":100,\"examples\":2}}" "$d/mt_eval"'
+gen=$("$QKV" generate --run "$d/mt" "sentiment: a sad and awful film")
+check "generate answers a prefixed prompt" '[ "$gen" = "negative" ]'
+"$QKV" train --config "$d/mt.json" --run "$d/mt_bad" --set eval.tasks=sentiment=f1 > /dev/null 2> "$d/err"; rc=$?
+check "a bad eval.tasks metric is an error naming it" '[ $rc != 0 ] && grep -q "eval.tasks" "$d/err"'
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

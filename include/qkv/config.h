@@ -71,6 +71,7 @@ typedef struct qkv_run_settings {
         int64_t bleu_max_examples;
         bool rouge;
         int64_t rouge_max_examples;
+        const char *tasks; /* text-to-text: "prefix=metric,..." scored per task (src/train/eval_tasks.c) */
     } eval;
     struct {
         const char *pretrained; /* NULL: none */

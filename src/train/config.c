@@ -102,6 +102,9 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, eval.rouge, "eval.rouge", true, "summarize: also report greedy-decode ROUGE"),
     QKV_FIELD_INT(S, eval.rouge_max_examples, "eval.rouge_max_examples", 200, 0, NO_MAX,
                   "examples decoded for ROUGE (0 = all)"),
+    QKV_FIELD_STR(S, eval.tasks, "eval.tasks", "", 0,
+                  "seq2seq text-to-text: per-task metrics of greedy decodes, e.g. \"translate=bleu,summarize=rouge,"
+                  "sentiment=accuracy\"; an example's task is the first word of its source (the prefix)"),
     QKV_FIELD_STR(S, embeddings.pretrained, "embeddings.pretrained", NULL, QKV_FIELD_NULLABLE | QKV_FIELD_PATH,
                   "word vector file (GloVe or word2vec) for the model's token embeddings"),
     QKV_FIELD_BOOL(S, embeddings.frozen, "embeddings.frozen", false, "the embedding matrices get no gradient"),

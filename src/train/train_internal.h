@@ -95,6 +95,18 @@ void qkv__split_free(split *s);
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
 example *qkv__split_example(split *s);
 
+/* ---- seq2seq evals (eval_bleu.c, eval_tasks.c) ---- */
+/* Greedy decodes of examples idx[0..B) of a seq2seq split into hyp[B * cap] (pad after </s>), batched as qkv
+ * translate decodes. */
+qkv_status qkv__run_decode_greedy(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap,
+                                  int32_t *hyp);
+/* Target text of ids up to </s> (malloc'd; NULL when out of memory): BPE decoded, word tokens joined by spaces. */
+char *qkv__run_detokenize(const task *t, const int32_t *ids, int64_t n);
+/* eval.tasks: the examples grouped by the first word of their source, each group scored with its metric (bleu,
+ * rouge = ROUGE-L F, accuracy = exact match), added to out as "tasks": {name: {metric: value, "examples": n}}. */
+qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, int64_t max_examples,
+                                 struct cJSON *out);
+
 /* ---- span_corruption (task_span.c) ---- */
 /* The documents of a pretraining corpus, one call of fn per document, in order. Today plain text, one document a
  * line (the lm/ format); the one function a shared corpus reader (qkv_documents_*) has to replace. */
