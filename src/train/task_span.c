@@ -67,7 +67,7 @@ qkv_status qkv__span_load(task *t, const char *path, split *out) {
     int32_t *in = mask ? malloc(sizeof *in * (size_t)(raw + 1)) : NULL, *tg = in ? malloc(sizeof *tg * (size_t)(raw + 2)) : NULL;
     if (st == QKV_OK && !tg) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     qkv_rng rng;
-    qkv_rng_init(&rng, s.n > 0 ? t->span_seed : 0);
+    qkv_rng_init(&rng, t->span_seed);
     for (int64_t start = 0; st == QKV_OK && start + 1 < s.n; start += raw) {
         int64_t len = s.n - start < raw ? s.n - start : raw, ni = 0, nt = 0;
         st = qkv_span_noise_mask(len, t->noise_density, t->mean_span, &rng, mask);
