@@ -154,19 +154,26 @@ static float *bias_grad_target(qkv_ctx *ctx, const qkv_node *n, qkv_tensor **gb)
     return scratch;
 }
 
-/* Sum the per-(b, h) bias gradient in scratch over the broadcast dimensions into gb, in a fixed order. */
+/* Sum the per-(b, h) bias gradient in scratch over the broadcast dimensions into gb: each element is the sum over
+ * (b, h) in order, added to the gradient; the work runs over blocks of elements of each output plane. */
+#define BIAS_SUM_BLOCK 1024
 static void bias_grad_reduce(const qkv_node *n, const float *scratch, qkv_tensor *gb) {
     if (!gb || scratch == gb->data) return;
     const int64_t B = n->in[0]->shape[0], H = n->in[0]->shape[1], Bb = gb->shape[0], Hb = gb->shape[1];
-    const int64_t TT = gb->shape[2] * gb->shape[3];
+    const int64_t TT = gb->shape[2] * gb->shape[3], nblk = (TT + BIAS_SUM_BLOCK - 1) / BIAS_SUM_BLOCK;
     float *g = gb->data;
 #pragma omp parallel for schedule(static)
-    for (int64_t x = 0; x < Bb * Hb * TT; x++) {
-        const int64_t bb = x / (Hb * TT), hb = x / TT % Hb, e = x % TT;
-        float sum = 0;
+    for (int64_t task = 0; task < Bb * Hb * nblk; task++) {
+        const int64_t plane = task / nblk, bb = plane / Hb, hb = plane % Hb, e0 = task % nblk * BIAS_SUM_BLOCK;
+        const int64_t w = TT - e0 < BIAS_SUM_BLOCK ? TT - e0 : BIAS_SUM_BLOCK;
+        float acc[BIAS_SUM_BLOCK] = {0};
         for (int64_t b = Bb == 1 ? 0 : bb; b < (Bb == 1 ? B : bb + 1); b++)
-            for (int64_t h = Hb == 1 ? 0 : hb; h < (Hb == 1 ? H : hb + 1); h++) sum += scratch[(b * H + h) * TT + e];
-        g[x] += sum;
+            for (int64_t h = Hb == 1 ? 0 : hb; h < (Hb == 1 ? H : hb + 1); h++) {
+                const float *src = scratch + (b * H + h) * TT + e0;
+                for (int64_t e = 0; e < w; e++) acc[e] += src[e];
+            }
+        float *dst = g + plane * TT + e0;
+        for (int64_t e = 0; e < w; e++) dst[e] += acc[e];
     }
 }
 

@@ -84,10 +84,14 @@ qkv_tensor *qkv_relative_position_bias(qkv_ctx *ctx, qkv_tensor *table, int64_t 
     const float *t = qkv__contig_data(ctx, table);
     qkv_tensor *out = t ? qkv__out(ctx, QKV_F32, 4, (const int64_t[]){1, H, Tq, Tk}) : NULL;
     int32_t *bucket = out ? qkv_ctx_alloc(ctx, (size_t)(Tq * Tk + 1) * sizeof(int32_t)) : NULL;
-    if (!bucket) return NULL;
+    /* A bucket depends on j - i alone: one per offset, from -(Tq - 1 + q_offset) to Tk - 1 - q_offset. */
+    int32_t *by_rel = bucket ? qkv_ctx_alloc(ctx, (size_t)(Tq + Tk) * sizeof(int32_t)) : NULL;
+    if (!by_rel) return NULL;
+    const int64_t rel0 = -(Tq - 1 + q_offset);
+    for (int64_t r = 0; r + 1 < Tq + Tk; r++)
+        by_rel[r] = qkv_relative_position_bucket(rel0 + r, bidirectional, (int)nb, max_distance);
     for (int64_t i = 0; i < Tq; i++)
-        for (int64_t j = 0; j < Tk; j++)
-            bucket[i * Tk + j] = qkv_relative_position_bucket(j - (i + q_offset), bidirectional, (int)nb, max_distance);
+        for (int64_t j = 0; j < Tk; j++) bucket[i * Tk + j] = by_rel[j - i + (Tq - 1)];
     float *y = out->data;
     for (int64_t h = 0; h < H; h++)
         for (int64_t x = 0; x < Tq * Tk; x++) y[h * Tq * Tk + x] = t[(int64_t)bucket[x] * H + h];
