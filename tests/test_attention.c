@@ -13,12 +13,15 @@ typedef struct {
     qkv_sdpa_opts o;
     bool materialized;
     bool pad_from_input; /* fixtures: the mask is input 3 */
+    int bias_in, prefix_in; /* the input holding the additive bias / the prefix lengths, 0 for none */
 } acfg;
 
 static qkv_tensor *f_sdpa(qkv_ctx *c, qkv_tensor **in, void *u) {
     const acfg *a = u;
     qkv_sdpa_opts o = a->o;
     if (a->pad_from_input) o.key_padding = in[3];
+    if (a->bias_in) o.bias = in[a->bias_in];
+    if (a->prefix_in) o.prefix = in[a->prefix_in];
     return a->materialized ? qkv_sdpa_materialized(c, in[0], in[1], in[2], &o) : qkv_sdpa(c, in[0], in[1], in[2], &o);
 }
 
@@ -74,6 +77,42 @@ TEST(gradcheck_both_paths) {
     a.o.dropout = 0;
     a.o.causal = true; /* several query and key blocks */
     CHECK(gc_case("blocks", a, 1, 1, 67, 70, 2, 2, true));
+}
+
+/* Bias [Bb, Hb, Tq, Tk] (input 3, with a gradient) and, when prefix is given, prefix lengths [B] (input 4). */
+static bool gc_bias_case(const char *name, acfg a, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t Bb,
+                         int64_t Hb, const int32_t *prefix) {
+    qkv_tensor *in[5] = {rand_t(4, -1, 1, B, H, Tq, 3), rand_t(5, -1, 1, B, H, Tk, 3), rand_t(6, -1, 1, B, H, Tk, 2),
+                         rand_t(7, -2, 2, Bb, Hb, Tq, Tk), NULL};
+    a.bias_in = 3;
+    if (prefix) {
+        in[4] = qkv_tensor_new(QKV_I32, QKV_DIMS(B));
+        memcpy(in[4]->data, prefix, (size_t)B * sizeof(int32_t));
+        a.prefix_in = 4;
+    }
+    bool ok = true;
+    for (int path = 0; path < 2; path++) {
+        a.materialized = path == 1;
+        char full[128];
+        snprintf(full, sizeof full, "%s/%s", name, path ? "mat" : "fused");
+        if (!gradcheck(full, f_sdpa, prefix ? 5 : 4, in, &a, NULL)) ok = false;
+    }
+    for (int i = 0; i < 5; i++) qkv_tensor_free(in[i]);
+    return ok;
+}
+
+TEST(gradcheck_bias_and_prefix) {
+    acfg a = {.o = qkv_sdpa_defaults()};
+    CHECK(gc_bias_case("bias full", a, 2, 2, 4, 5, 2, 2, NULL));
+    CHECK(gc_bias_case("bias over heads", a, 2, 3, 4, 4, 1, 3, NULL));
+    CHECK(gc_bias_case("bias over batch", a, 2, 2, 3, 5, 2, 1, NULL));
+    CHECK(gc_bias_case("bias scalar-like", a, 2, 2, 3, 3, 1, 1, NULL));
+    a.o.causal = true;
+    a.o.dropout = 0.2f;
+    CHECK(gc_bias_case("bias causal dropout", a, 1, 2, 5, 5, 1, 2, NULL));
+    a.o.dropout = 0;
+    CHECK(gc_bias_case("prefix bias", a, 2, 2, 6, 6, 1, 2, (const int32_t[]){2, 4}));
+    CHECK(gc_bias_case("prefix past the end", a, 2, 1, 4, 4, 2, 1, (const int32_t[]){0, 9}));
 }
 
 /* ---- fused == materialised -------------------------------------------------------------------------------------- */
@@ -148,6 +187,81 @@ TEST(fused_equals_materialized) {
     qkv_sdpa_opts od = oc;
     od.dropout = 0.25f;
     CHECK(fused_matches("T=300 D=64 causal dropout", od, 1, 2, 300, 300, 64, 64, false, 1));
+}
+
+/* Bias and prefix at sizes spanning several query and key blocks, with whole-head and key-block tasks. */
+static bool fused_matches_bias(const char *name, qkv_sdpa_opts o, int64_t B, int64_t H, int64_t T, int64_t Bb,
+                               int64_t Hb, const int32_t *prefix) {
+    qkv_tensor *q = rand_t(15, -2, 2, B, H, T, 16), *k = rand_t(16, -2, 2, B, H, T, 16);
+    qkv_tensor *v = rand_t(17, -1, 1, B, H, T, 16), *g = gc_rand(18, -1, 1, QKV_DIMS(B, H, T, 16));
+    qkv_tensor *bias = rand_t(19, -3, 3, Bb, Hb, T, T), *pre = NULL;
+    if (prefix) {
+        pre = qkv_tensor_new(QKV_I32, QKV_DIMS(B));
+        memcpy(pre->data, prefix, (size_t)B * sizeof(int32_t));
+    }
+    o.bias = bias;
+    o.prefix = pre;
+    acfg fa = {.o = o}, ma = {.o = o, .materialized = true};
+    run_result rf = {0}, rm = {0};
+    qkv_tensor *gb[2] = {NULL, NULL};
+    bool ok = run(&fa, q, k, v, g, &rf);
+    if (ok) gb[0] = qkv_tensor_clone(bias->grad);
+    qkv_tensor_zero_grad(bias);
+    ok = ok && run(&ma, q, k, v, g, &rm);
+    if (ok) gb[1] = qkv_tensor_clone(bias->grad);
+    printf("  %s:\n", name);
+    if (ok) {
+        bool o_ = test_allclose("    out", rf.out, rm.out, 1e-4, 1e-4), q_ = test_allclose("    dq", rf.dq, rm.dq, 1e-4, 1e-4);
+        bool k_ = test_allclose("    dk", rf.dk, rm.dk, 1e-4, 1e-4), v_ = test_allclose("    dv", rf.dv, rm.dv, 1e-4, 1e-4);
+        bool b_ = test_allclose("    dbias", gb[0], gb[1], 1e-4, 1e-5);
+        ok = o_ && q_ && k_ && v_ && b_;
+    }
+    run_free(&rf);
+    run_free(&rm);
+    qkv_tensor *all[7] = {q, k, v, g, bias, pre, gb[0]};
+    for (int i = 0; i < 7; i++) qkv_tensor_free(all[i]);
+    qkv_tensor_free(gb[1]);
+    return ok;
+}
+
+TEST(fused_equals_materialized_bias_prefix) {
+    qkv_sdpa_opts o = qkv_sdpa_defaults(), oc = o;
+    oc.causal = true;
+    CHECK(fused_matches_bias("T=200 bias [1, H] (4 heads)", o, 1, 4, 200, 1, 4, NULL));
+    CHECK(fused_matches_bias("T=200 bias [B, 1] causal (3 heads)", oc, 2, 3, 200, 2, 1, NULL));
+    CHECK(fused_matches_bias("T=200 bias [B, H] causal prefix", oc, 2, 2, 200, 2, 2, (const int32_t[]){70, 150}));
+    CHECK(fused_matches_bias("T=130 bias [1, 1] causal prefix", oc, 2, 1, 130, 1, 1, (const int32_t[]){129, 1}));
+}
+
+TEST(prefix_mask_semantics) {
+    /* Prefix 0 is plain causality; a prefix of Tk makes every key visible (the non-causal result); without causal
+     * the prefix changes nothing. */
+    const int64_t B = 2, H = 2, T = 90, D = 8;
+    qkv_tensor *q = rand_t(71, -1, 1, B, H, T, D), *k = rand_t(72, -1, 1, B, H, T, D), *v = rand_t(73, -1, 1, B, H, T, D);
+    qkv_tensor *pre = qkv_tensor_new(QKV_I32, QKV_DIMS(B));
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_sdpa_opts causal = qkv_sdpa_defaults(), plain = causal, pc = causal;
+    causal.causal = true;
+    pc.causal = true;
+    pc.prefix = pre;
+    qkv_tensor *yc = qkv_sdpa(c, q, k, v, &causal), *yp = qkv_sdpa(c, q, k, v, &plain);
+    qkv_tensor *y0 = qkv_sdpa(c, q, k, v, &pc);
+    qkv_i32(pre)[0] = qkv_i32(pre)[1] = (int32_t)T;
+    qkv_tensor *yT = qkv_sdpa(c, q, k, v, &pc);
+    plain.prefix = pre;
+    qkv_tensor *yn = qkv_sdpa(c, q, k, v, &plain);
+    CHECK(yc && yp && y0 && yT && yn);
+    if (yc && yp && y0 && yT && yn) {
+        size_t bytes = (size_t)qkv_numel(yc) * sizeof(float);
+        CHECK(memcmp(y0->data, yc->data, bytes) == 0);
+        CHECK(memcmp(yT->data, yp->data, bytes) == 0);
+        CHECK(memcmp(yn->data, yp->data, bytes) == 0);
+    }
+    qkv_ctx_free(c);
+    qkv_tensor_free(q);
+    qkv_tensor_free(k);
+    qkv_tensor_free(v);
+    qkv_tensor_free(pre);
 }
 
 /* ---- behaviour ------------------------------------------------------------------------------------------------ */
@@ -368,6 +482,14 @@ TEST(bad_input_is_an_error) {
     o.dropout = 0;
     o.scale = NAN;
     CHECK(qkv_sdpa(c, q, k, v, &o) == NULL && strstr(qkv_last_error(), "scale") != NULL);
+    o = qkv_sdpa_defaults();
+    o.bias = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(1, 3, 5, 5));
+    CHECK(qkv_sdpa(c, q, k, v, &o) == NULL && strstr(qkv_last_error(), "bias") != NULL);
+    o.bias = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(2, 2, 5, 6));
+    CHECK(qkv_sdpa_materialized(c, q, k, v, &o) == NULL && strstr(qkv_last_error(), "bias") != NULL);
+    o.bias = NULL;
+    o.prefix = pad_bad;
+    CHECK(qkv_sdpa(c, q, k, v, &o) == NULL && strstr(qkv_last_error(), "prefix") != NULL);
     qkv_error_clear();
     CHECK(qkv_sdpa(c, NULL, k, v, NULL) == NULL && qkv_last_status() == QKV_OK); /* NULL propagates silently */
     CHECK_NN(qkv_sdpa(c, q, k, v, NULL));                                         /* the good call still works */
@@ -395,13 +517,28 @@ TEST(pytorch_fixtures) {
         CHECK(fixture_check(f, "cross_causal_pad", f_sdpa, &cross, 1e-4, 1e-5));
         CHECK(fixture_check(f, "padding_scale", f_sdpa, &pad, 1e-4, 1e-5));
         CHECK(fixture_check(f, "blocks_causal", f_sdpa, &causal, 1e-4, 1e-5));
+        acfg bias = plain, bias_cp = cross, bias_c = causal, pre = causal, pre_b = causal;
+        bias.bias_in = 3;
+        bias_cp.bias_in = 4;
+        bias_c.bias_in = 3;
+        pre.prefix_in = 3;
+        pre_b.prefix_in = 3;
+        pre_b.bias_in = 4;
+        CHECK(fixture_check(f, "bias_heads", f_sdpa, &bias, 1e-4, 1e-5));
+        CHECK(fixture_check(f, "bias_full_causal_pad", f_sdpa, &bias_cp, 1e-4, 1e-5));
+        CHECK(fixture_check(f, "bias_blocks_causal", f_sdpa, &bias_c, 1e-4, 1e-5));
+        CHECK(fixture_check(f, "prefix", f_sdpa, &pre, 1e-4, 1e-5));
+        CHECK(fixture_check(f, "prefix_bias_blocks", f_sdpa, &pre_b, 1e-4, 1e-5));
     }
     qkv_st_close(f);
 }
 
 int main(void) {
     RUN(gradcheck_both_paths);
+    RUN(gradcheck_bias_and_prefix);
     RUN(fused_equals_materialized);
+    RUN(fused_equals_materialized_bias_prefix);
+    RUN(prefix_mask_semantics);
     RUN(fully_masked_rows_are_zero);
     RUN(views_and_weights);
     RUN(one_tensor_as_q_k_v);

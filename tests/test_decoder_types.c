@@ -37,6 +37,8 @@ static const char *small_config(const char *type) {
                          "\"input_feeding\": true}"},
         {"transformer_seq2seq", "{\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_enc_layers\": 1, "
                                 "\"n_dec_layers\": 2, \"dropout\": 0.0}"},
+        {"t5", "{\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_enc_layers\": 1, \"n_dec_layers\": 2, "
+               "\"num_buckets\": 8, \"max_distance\": 6, \"dropout\": 0.0}"},
         {"transformer_classifier", "{\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}"},
     };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)

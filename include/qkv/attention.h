@@ -10,6 +10,14 @@
  * Masks. A query row whose every key is masked (by causality and/or padding) has no defined softmax; both paths
  * give it output 0 and send zero gradient through it (PyTorch gives NaN there).
  *
+ * Additive bias. opts.bias [B or 1, H or 1, Tq, Tk] is added to the scaled scores before the softmax (T5's relative
+ * position bias, ALiBi-style biases); it is an autograd input, and its gradient is the softmax backward summed
+ * over the dimensions it is broadcast along. The fused path adds it row by row inside the kernels (no [Tq, Tk]
+ * buffer in the forward; the backward needs one only to sum a broadcast bias over the batch).
+ *
+ * Prefix-LM mask. opts.prefix [B] int32 together with causal: query i of batch b sees key j when j <= i + (Tk - Tq)
+ * or j < prefix[b], i.e. bidirectional attention over the first prefix[b] positions and causal after them.
+ *
  * Dropout (training mode, p > 0) drops attention weights after the softmax, keeping each with probability 1-p
  * and scaling kept ones by 1/(1-p). Element (b, h, i, j) keeps when qkv_rng_uniform_at(seed, base,
  * ((b*H + h)*Tq + i)*Tk + j) >= p, where (seed, base) is the context generator before the call; each call
@@ -33,6 +41,11 @@ typedef struct qkv_sdpa_opts {
     /* [B, Tk] int32 or float32 (any strides), non-zero = padded key (never attended to), or NULL. Read during the
      * call only: backward does not look at it again. */
     const qkv_tensor *key_padding;
+    /* [B or 1, H or 1, Tq, Tk] float32 (any strides) added to scale * Q K^T, or NULL. Receives a gradient. */
+    qkv_tensor *bias;
+    /* [B] int32 (any stride), or NULL: with causal, keys j < prefix[b] are visible to every query of batch b (the
+     * prefix-LM mask). Values are clamped to [0, Tk]. Read during the call only. Ignored without causal. */
+    const qkv_tensor *prefix;
     /* Multiplies Q K^T; 0 means 1/sqrt(D). Must be finite. */
     float scale;
     /* Attention-weight dropout probability in [0, 1), applied only in training mode. */
@@ -55,6 +68,18 @@ qkv_tensor *qkv_sdpa(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v, 
 /* The same function through the materialising path even when opts->weights is NULL: memory quadratic in T. */
 qkv_tensor *qkv_sdpa_materialized(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                   const qkv_sdpa_opts *opts);
+
+/* T5's relative position bucket of offset rel = key - query (its _relative_position_bucket, same float32 math):
+ * bidirectional splits the buckets between keys after and at-or-before the query; causal (decoder) buckets only
+ * -min(rel, 0). Distances below a quarter (bidirectional) or half (causal) of num_buckets get a bucket each, larger
+ * ones logarithmic buckets up to max_distance. */
+int qkv_relative_position_bucket(int64_t rel, bool bidirectional, int num_buckets, int max_distance);
+
+/* Bias [1, H, Tq, Tk] from a learned table [num_buckets, H]: element (h, i, j) = table[bucket(j - (i + q_offset)),
+ * h]. q_offset places the queries after earlier positions (incremental decoding: Tq = 1, q_offset = step). The
+ * table receives the gradient. NULL (error set) for a table not 2-D or too few buckets for max_distance. */
+qkv_tensor *qkv_relative_position_bias(qkv_ctx *ctx, qkv_tensor *table, int64_t Tq, int64_t Tk, int64_t q_offset,
+                                       bool bidirectional, int max_distance);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,9 @@ typedef struct qkv_run_settings {
         const char *task;
         double article_weight;
         int64_t summary_max_len;
+        /* span_corruption (src/train/task_span.c) */
+        double noise_density, mean_span;
+        int64_t sentinels;
     } data;
     struct {
         int64_t steps, batch_size;
@@ -68,6 +71,7 @@ typedef struct qkv_run_settings {
         int64_t bleu_max_examples;
         bool rouge;
         int64_t rouge_max_examples;
+        const char *tasks; /* text-to-text: "prefix=metric,..." scored per task (src/train/eval_tasks.c) */
     } eval;
     struct {
         const char *pretrained; /* NULL: none */

@@ -92,6 +92,9 @@ qkv_tensor *qkv_softmax(qkv_ctx *ctx, qkv_tensor *x, int axis);
 qkv_tensor *qkv_log_softmax(qkv_ctx *ctx, qkv_tensor *x, int axis);
 /* Layer norm over the last dimension; gamma and beta [D] or NULL. */
 qkv_tensor *qkv_layer_norm(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *gamma, qkv_tensor *beta, float eps);
+/* RMS norm over the last dimension (T5's layer norm): x / sqrt(mean(x^2) + eps) * gamma, no mean subtraction, no
+ * bias; gamma [D] or NULL. */
+qkv_tensor *qkv_rms_norm(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *gamma, float eps);
 /* Inverted dropout with probability p, drawing from the context's generator; identity when not training. */
 qkv_tensor *qkv_dropout(qkv_ctx *ctx, qkv_tensor *x, float p);
 

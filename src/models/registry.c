@@ -21,6 +21,7 @@ extern const qkv_model_type qkv_model_siamese;
 extern const qkv_model_type qkv_model_cnn_classifier;
 extern const qkv_model_type qkv_model_rnn_classifier;
 extern const qkv_model_type qkv_model_reformer_lm;
+extern const qkv_model_type qkv_model_t5;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -35,6 +36,7 @@ static const qkv_model_type *const types[] = {
     &qkv_model_cnn_classifier,
     &qkv_model_rnn_classifier,
     &qkv_model_reformer_lm,
+    &qkv_model_t5,
 };
 
 /* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member

@@ -420,6 +420,21 @@ static void pack_head(const sdpa_rows *x, const sdpa_plan *p, int64_t bh, int64_
     for (int64_t j0 = 0, b = 0; j0 < T; j0 += BK, b++) pack_block(x, p, bh, j0, min64(BK, T - j0), D, xt + b * D * BK);
 }
 
+/* The bias the row kernels add to keys [j0, j0 + n) of row (bh, i): the padding row kb alone, or with an additive
+ * bias, kb + log2(e) * bias written into comb (the kernels' scores are in base 2). */
+static const float *row_bias(const sdpa_plan *p, int64_t bh, int64_t i, int64_t j0, int64_t n, const float *kb,
+                             float *comb) {
+    if (!p->abias) return kb;
+    const float *ab = qkv__sdpa_bias_row(p, bh, i) + j0;
+    const float l2e = (float)M_LOG2E;
+    if (kb) {
+        for (int64_t j = 0; j < n; j++) comb[j] = l2e * ab[j] + kb[j];
+    } else {
+        for (int64_t j = 0; j < n; j++) comb[j] = l2e * ab[j];
+    }
+    return comb;
+}
+
 static int max_threads(void) {
     int n = omp_get_max_threads();
     return n < 1 ? 1 : n;
@@ -431,8 +446,9 @@ static bool head_tasks(int64_t BH, int nth) { return BH >= nth && BH % nth == 0;
 
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
-/* Scratch of one forward task: scores [BQ, BK], accumulator [BQ, Dv], m and l [BQ], dropout multipliers [BK]. */
-static int64_t fwd_scratch(int64_t Dv) { return BQ * BK + BQ * Dv + 2 * BQ + BK + 16; }
+/* Scratch of one forward task: scores [BQ, BK], accumulator [BQ, Dv], m and l [BQ], dropout multipliers [BK], a
+ * bias row [BK]. */
+static int64_t fwd_scratch(int64_t Dv) { return BQ * BK + BQ * Dv + 2 * BQ + 2 * BK + 16; }
 
 /* Query block qb of head bh against the head's packed keys kt [nkb][D][BK]. */
 static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v, const float *kt, int64_t bh,
@@ -440,13 +456,13 @@ static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v
     const int64_t Tq = p->Tq, Tk = p->Tk, D = p->D, Dv = p->Dv, nkb = cdiv(Tk, BK);
     const int64_t i0 = qb * BQ, nq = min64(BQ, Tq - i0);
     const float c = p->scale * (float)M_LOG2E;
-    float *S = w, *acc = S + BQ * BK, *m = acc + BQ * Dv, *l = m + BQ, *mult = l + BQ;
+    float *S = w, *acc = S + BQ * BK, *m = acc + BQ * Dv, *l = m + BQ, *mult = l + BQ, *comb = mult + BK;
     const float *Q = row_of(q, p, bh, i0);
     const float *bias = p->kbias ? p->kbias + (bh / p->H) * Tk : NULL;
-    /* Key blocks past the last row's causal horizon are skipped entirely. */
+    /* Key blocks past the last row's horizon (causal, or the prefix) are skipped entirely. */
     int64_t jb_end = nkb;
     if (p->causal) {
-        int64_t last = i0 + nq - 1 + (Tk - Tq);
+        int64_t last = qkv__sdpa_horizon(p, bh / p->H, i0 + nq - 1) - 1;
         jb_end = last < 0 ? 0 : min64(nkb, last / BK + 1);
     }
     for (int64_t r = 0; r < nq; r++) {
@@ -459,8 +475,8 @@ static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v
         gemm((int)nq, (int)nk, (int)D, Q, q->st, 1, kt + jb * D * BK, BK, S, BK, false);
         for (int64_t r = 0; r < nq; r++) {
             float *s = S + r * BK;
-            int64_t nvis = qkv__sdpa_visible(p, i0 + r, j0, nk);
-            float mx = scores_row(s, nk, nvis, c, bias ? bias + j0 : NULL);
+            int64_t nvis = qkv__sdpa_visible(p, bh / p->H, i0 + r, j0, nk);
+            float mx = scores_row(s, nk, nvis, c, row_bias(p, bh, i0 + r, j0, nk, bias ? bias + j0 : NULL, comb));
             float mnew = mx > m[r] ? mx : m[r];
             if (mnew == -INFINITY) { /* nothing visible yet in this row */
                 memset(s, 0, (size_t)nk * sizeof(float));
@@ -525,14 +541,16 @@ KENTRY qkv_status KNAME(qkv__sdpa_fused_forward)(qkv_ctx *ctx, const sdpa_plan *
 
 /* ---- backward ---------------------------------------------------------------------------------------------- */
 
-/* Scratch of one backward task: P, dropped P, dS [BQ, BK], dK [BK, D], dV [BK, Dv], K^T [D, BK], V^T [Dv, BK]. */
-static int64_t bwd_scratch(int64_t D, int64_t Dv) { return 3 * BQ * BK + 2 * BK * D + 2 * BK * Dv + 16; }
+/* Scratch of one backward task: P, dropped P, dS [BQ, BK], dK [BK, D], dV [BK, Dv], K^T [D, BK], V^T [Dv, BK], a
+ * bias row [BK]. */
+static int64_t bwd_scratch(int64_t D, int64_t Dv) { return 3 * BQ * BK + 2 * BK * D + 2 * BK * Dv + BK + 16; }
 
 typedef struct {
     const sdpa_plan *p;
     const sdpa_rows *q, *k, *v;
     const float *dout, *lse, *drow;
     float *dk, *dv;
+    float *dbias; /* [BH, Tq, Tk]: gradient of the additive bias, added into; NULL to skip */
 } bwd_args;
 
 /* Key block jb of head bh against every query block that can see it; dQ is added into dq_acc ([BH, Tq, D],
@@ -544,23 +562,24 @@ static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, 
     const float c = p->scale * (float)M_LOG2E, scale = p->scale;
     const bool drop = p->dropout > 0;
     float *P = w, *Pd = drop ? P + BQ * BK : P, *dS = P + 2 * BQ * BK;
-    float *dKa = P + 3 * BQ * BK, *dVa = dKa + BK * D, *Kt = dVa + BK * Dv, *Vt = Kt + BK * D;
+    float *dKa = P + 3 * BQ * BK, *dVa = dKa + BK * D, *Kt = dVa + BK * Dv, *Vt = Kt + BK * D, *comb = Vt + BK * Dv;
     const float *Kr = row_of(a->k, p, bh, j0);
     const float *bias = p->kbias ? p->kbias + (bh / p->H) * Tk + j0 : NULL;
     pack_block(a->k, p, bh, j0, nk, D, Kt);
     pack_block(a->v, p, bh, j0, nk, Dv, Vt);
     memset(dKa, 0, (size_t)(nk * D) * sizeof(float));
     memset(dVa, 0, (size_t)(nk * Dv) * sizeof(float));
-    /* Query rows before j0 - (Tk - Tq) cannot see this block under causality. */
+    /* Query rows before j0 - (Tk - Tq) cannot see this block under causality, unless it starts in the prefix. */
     int64_t qb0 = 0;
-    if (p->causal) qb0 = j0 - (Tk - Tq) <= 0 ? 0 : (j0 - (Tk - Tq)) / BQ;
+    if (p->causal && !(p->prefix && p->prefix[bh / p->H] > j0)) qb0 = j0 - (Tk - Tq) <= 0 ? 0 : (j0 - (Tk - Tq)) / BQ;
     for (int64_t qb = qb0; qb < nqb; qb++) {
         const int64_t i0 = qb * BQ, nq = min64(BQ, Tq - i0);
         const float *Q = row_of(a->q, p, bh, i0), *dO = a->dout + (bh * Tq + i0) * Dv;
         gemm((int)nq, (int)nk, (int)D, Q, a->q->st, 1, Kt, BK, P, BK, false);
         for (int64_t r = 0; r < nq; r++) {
             const int64_t i = i0 + r;
-            prob_row(P + r * BK, nk, qkv__sdpa_visible(p, i, j0, nk), c, bias, a->lse[bh * Tq + i]);
+            prob_row(P + r * BK, nk, qkv__sdpa_visible(p, bh / p->H, i, j0, nk), c,
+                     row_bias(p, bh, i, j0, nk, bias, comb), a->lse[bh * Tq + i]);
             if (drop) {
                 qkv__sdpa_keep(p, bh, i, j0, nk, Pd + r * BK);
                 for (int64_t j = 0; j < nk; j++) Pd[r * BK + j] *= P[r * BK + j];
@@ -568,11 +587,19 @@ static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, 
         }
         if (a->dv) /* dV[nk, Dv] += Pd^T dO */
             gemm((int)nk, (int)Dv, (int)nq, Pd, 1, BK, dO, Dv, dVa, Dv, true);
-        if (!dq_acc && !a->dk) continue;
+        if (!dq_acc && !a->dk && !a->dbias) continue;
         /* dP = dO V^T, then dS in place */
         gemm((int)nq, (int)nk, (int)Dv, dO, Dv, 1, Vt, BK, dS, BK, false);
         for (int64_t r = 0; r < nq; r++)
-            dscore_row(dS + r * BK, P + r * BK, Pd + r * BK, nk, a->drow[bh * Tq + i0 + r], scale);
+            dscore_row(dS + r * BK, P + r * BK, Pd + r * BK, nk, a->drow[bh * Tq + i0 + r], a->dbias ? 1.0f : scale);
+        if (a->dbias) /* the bias gradient is dS before the scale of Q K^T (this task owns these entries) */
+            for (int64_t r = 0; r < nq; r++) {
+                float *g = a->dbias + (bh * Tq + i0 + r) * Tk + j0, *ds = dS + r * BK;
+                for (int64_t j = 0; j < nk; j++) {
+                    g[j] += ds[j];
+                    ds[j] *= scale;
+                }
+            }
         if (dq_acc) /* dQ[nq, D] += dS K */
             gemm((int)nq, (int)D, (int)nk, dS, BK, 1, Kr, a->k->st, dq_acc + (bh * Tq + i0) * D, D, true);
         if (a->dk) /* dK[nk, D] += dS^T Q */
@@ -591,10 +618,10 @@ static void bwd_block(const bwd_args *a, int64_t bh, int64_t jb, float *dq_acc, 
 KENTRY qkv_status KNAME(qkv__sdpa_fused_backward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
                                                   const sdpa_rows *k, const sdpa_rows *v, const float *out,
                                                   const float *dout, const float *lse, float *dq, float *dk,
-                                                  float *dv) {
+                                                  float *dv, float *dbias) {
     const int64_t BH = p->B * p->H, Tq = p->Tq, Dv = p->Dv, nkb = cdiv(p->Tk, BK), qsize = BH * Tq * p->D;
     const int nth = max_threads();
-    if (!dq && !dk && !dv) return QKV_OK;
+    if (!dq && !dk && !dv && !dbias) return QKV_OK;
     const int64_t per = bwd_scratch(p->D, Dv);
     const bool by_head = head_tasks(BH, nth);
     /* Block tasks: thread 0 adds dQ straight into dq, the others into private copies summed at the end; but when
@@ -614,7 +641,8 @@ KENTRY qkv_status KNAME(qkv__sdpa_fused_backward)(qkv_ctx *ctx, const sdpa_plan 
         for (int64_t d = 0; d < Dv; d++) s += o[d] * g[d];
         drow[i] = s;
     }
-    const bwd_args a = {.p = p, .q = q, .k = k, .v = v, .dout = dout, .lse = lse, .drow = drow, .dk = dk, .dv = dv};
+    const bwd_args a = {.p = p, .q = q, .k = k, .v = v, .dout = dout, .lse = lse, .drow = drow, .dk = dk, .dv = dv,
+                        .dbias = dbias};
     if (by_head) {
 #pragma omp parallel num_threads(nth)
         {
@@ -654,10 +682,10 @@ qkv_status qkv__sdpa_fused_forward_avx2(qkv_ctx *ctx, const sdpa_plan *p, const 
                                         const sdpa_rows *v, float *out, float *lse);
 qkv_status qkv__sdpa_fused_backward_avx512(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
                                            const sdpa_rows *v, const float *out, const float *dout,
-                                           const float *lse, float *dq, float *dk, float *dv);
+                                           const float *lse, float *dq, float *dk, float *dv, float *dbias);
 qkv_status qkv__sdpa_fused_backward_avx2(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
                                          const sdpa_rows *v, const float *out, const float *dout, const float *lse,
-                                         float *dq, float *dk, float *dv);
+                                         float *dq, float *dk, float *dv, float *dbias);
 #endif
 
 qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
@@ -674,14 +702,14 @@ qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_
 
 qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
                                     const sdpa_rows *v, const float *out, const float *dout, const float *lse,
-                                    float *dq, float *dk, float *dv) {
+                                    float *dq, float *dk, float *dv, float *dbias) {
 #if QKV_X86_KERNELS
     switch (qkv__isa()) {
-    case QKV_ISA_AVX512: return qkv__sdpa_fused_backward_avx512(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
-    case QKV_ISA_AVX2: return qkv__sdpa_fused_backward_avx2(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+    case QKV_ISA_AVX512: return qkv__sdpa_fused_backward_avx512(ctx, p, q, k, v, out, dout, lse, dq, dk, dv, dbias);
+    case QKV_ISA_AVX2: return qkv__sdpa_fused_backward_avx2(ctx, p, q, k, v, out, dout, lse, dq, dk, dv, dbias);
     default: break;
     }
 #endif
-    return qkv__sdpa_fused_backward_generic(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+    return qkv__sdpa_fused_backward_generic(ctx, p, q, k, v, out, dout, lse, dq, dk, dv, dbias);
 }
 #endif

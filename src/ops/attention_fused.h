@@ -13,11 +13,11 @@ qkv_status qkv__sdpa_fused_forward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_
                                    const sdpa_rows *v, float *out, float *lse);
 
 /* Fused backward: adds the gradients into dq, dk, dv (contiguous [B*H, T, D] / [B*H, Tk, Dv]; any may be NULL to
- * skip it; they may be the same buffer when one tensor was passed twice). out, dout [B*H, Tq, Dv] contiguous and
- * lse as written by the forward. */
+ * skip it; they may be the same buffer when one tensor was passed twice) and the additive bias's into dbias
+ * ([B*H, Tq, Tk] contiguous, NULL to skip). out, dout [B*H, Tq, Dv] contiguous and lse as written by the forward. */
 qkv_status qkv__sdpa_fused_backward(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
                                     const sdpa_rows *v, const float *out, const float *dout, const float *lse,
-                                    float *dq, float *dk, float *dv);
+                                    float *dq, float *dk, float *dv, float *dbias);
 
 QKV_INTERNAL_END
 #endif

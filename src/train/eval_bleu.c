@@ -40,7 +40,7 @@ static char *join_tokens(const qkv_vocab *v, const int32_t *ids, int64_t n) {
 }
 
 /* Text of ids up to </s> (malloc'd): BPE ids decoded to text, word tokens joined by spaces. */
-static char *detokenize(const task *t, const int32_t *ids, int64_t n) {
+char *qkv__run_detokenize(const task *t, const int32_t *ids, int64_t n) {
     int64_t len = 0;
     while (len < n && ids[len] != t->tgt_eos) len++;
     if (t->tok == TOK_BPE) {
@@ -69,7 +69,8 @@ static qkv_status keep_hyp(int i, qkv_hyps *hs, void *user) {
 /* Greedy decodes of examples idx[0..B) into hyp[B * cap] (pad after </s>), through the model's incremental decoder
  * (cached state, one token per step) in batches of alike lengths, exactly as `qkv translate` decodes greedily: pad
  * and <s> are never produced. */
-static qkv_status decode_batch(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap, int32_t *hyp) {
+qkv_status qkv__run_decode_greedy(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap,
+                                  int32_t *hyp) {
     const task *t = &r->task;
     qkv_decoder dec;
     if (qkv_model_decoder(r->type, r->model, &dec) != QKV_OK || !dec.info.needs_source)
@@ -112,11 +113,11 @@ qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, doubl
     for (int64_t start = 0; st == QKV_OK && start < n; start += bs) {
         int64_t B = n - start < bs ? n - start : bs;
         for (int64_t i = 0; i < B; i++) idx[i] = start + i;
-        st = decode_batch(r, s, idx, B, cap, hyp);
+        st = qkv__run_decode_greedy(r, s, idx, B, cap, hyp);
         for (int64_t i = 0; st == QKV_OK && i < B; i++) {
             const example *e = &s->ex[start + i];
-            hyps[start + i] = detokenize(t, hyp + i * cap, cap);
-            refs[start + i] = detokenize(t, s->pool + e->toff + 1, e->tn - 1); /* skip <s> */
+            hyps[start + i] = qkv__run_detokenize(t, hyp + i * cap, cap);
+            refs[start + i] = qkv__run_detokenize(t, s->pool + e->toff + 1, e->tn - 1); /* skip <s> */
             if (!hyps[start + i] || !refs[start + i]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         }
     }

@@ -508,6 +508,8 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
                 st = qkv__run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
             }
+            if (st == QKV_OK && r->task.kind == TASK_SEQ2SEQ && *r->set.eval.tasks)
+                st = qkv__run_task_metrics(r, s, r->set.eval.tasks, 0, out);
             if (r->task.kind == TASK_SUMMARIZE && r->set.eval.rouge)
                 st = qkv__run_rouge(r, s, r->set.eval.rouge_max_examples, out);
         }

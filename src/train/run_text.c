@@ -88,9 +88,14 @@ static qkv_status decode_bpe(const task *t, bool target, const int32_t *ids, siz
     return st;
 }
 
-qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text) {
+static qkv_status decode_target_plain(const task *t, const int32_t *ids, size_t n, char **text) {
     if (t->tok == TOK_BPE) return decode_bpe(t, true, ids, n, text);
     return decode_with(t, true, ids, n, text);
+}
+
+qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text) {
+    if (t->span) return qkv__span_decode(t, ids, n, decode_target_plain, text);
+    return decode_target_plain(t, ids, n, text);
 }
 
 static qkv_status decode_with(const task *t, bool target, const int32_t *ids, size_t n, char **text) {

@@ -121,8 +121,9 @@ qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t *
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
 
 static qkv_dataset *read_rows(const task *t, const char *path) {
-    qkv_data_opts o = {.format = t->kind == TASK_LM ? QKV_DATA_LINES : QKV_DATA_TSV,
-                       .n_fields = t->kind == TASK_LM ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
+    bool lines = t->kind == TASK_LM || t->span;
+    qkv_data_opts o = {.format = lines ? QKV_DATA_LINES : QKV_DATA_TSV,
+                       .n_fields = lines ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
     return qkv_data_read_all(path, &o);
 }
 
@@ -254,13 +255,14 @@ static qkv_status prepare_bpe(task *t, const qkv_run_settings *rs, const qkv_dat
             return qkv_error_set(QKV_ERR_INVALID, "data: the bpe tokenizer needs both vocab_file and merges_file");
         return load_bpe(t, vf, mf, &t->bpe);
     }
-    bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !rs->data.shared_vocab;
+    bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !rs->data.shared_vocab && !t->span;
     const char *const *specials = s2s ? S2S_SPECIALS : NULL;
     char *v = join(dir, "vocab.json"), *m = join(dir, "merges.txt");
     char *tv = join(dir, "tgt_vocab.json"), *tm = join(dir, "tgt_merges.txt");
     qkv_status st = v && m && tv && tm ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     /* lm: the text; classify: the text after the label; seq2seq: the source, or (shared) source and target */
-    int f0 = t->kind == TASK_CLASSIFY ? 1 : 0, f1 = t->kind == TASK_CLASSIFY || (s2s && !separate) ? 1 : 0;
+    int f0 = t->kind == TASK_CLASSIFY ? 1 : 0;
+    int f1 = t->kind == TASK_CLASSIFY || (s2s && !separate && !t->span) ? 1 : 0;
     if (st == QKV_OK && fresh) st = train_bpe(rs, train, f0, f1, specials, v, m);
     if (st == QKV_OK && fresh && separate) st = train_bpe(rs, train, 1, 1, specials, tv, tm);
     if (st == QKV_OK) st = load_bpe(t, v, m, &t->bpe);
@@ -310,6 +312,15 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
             return qkv_error_set(QKV_ERR_INVALID, "data.task: summarize trains a language model (e.g. model.type gpt), "
                                  "not a %s model", task_name);
         t->kind = TASK_SUMMARIZE;
+    }
+    if (!strcmp(rs->data.task, "span_corruption")) {
+        if (t->kind != TASK_SEQ2SEQ)
+            return qkv_error_set(QKV_ERR_INVALID, "data.task: span_corruption trains an encoder-decoder (e.g. model.type "
+                                 "t5), not a %s model", task_name);
+        t->span = true;
+        t->noise_density = (float)rs->data.noise_density;
+        t->mean_span = (float)rs->data.mean_span;
+        t->span_seed = (uint64_t)rs->seed;
     }
     const char *train_path = rs->data.train;
     const char *format = rs->data.format;
@@ -369,10 +380,10 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
             unsigned sp = QKV_SPECIAL_PAD | QKV_SPECIAL_UNK;
             if (t->kind == TASK_SEQ2SEQ) sp |= QKV_SPECIAL_BOS | QKV_SPECIAL_EOS;
             if (t->kind == TASK_CLASSIFY && rs->data.cls_token) sp |= QKV_SPECIAL_CLS;
-            bool shared = t->kind != TASK_SEQ2SEQ || rs->data.shared_vocab;
+            bool shared = t->kind != TASK_SEQ2SEQ || rs->data.shared_vocab || t->span;
             int field = t->kind == TASK_CLASSIFY ? 1 : t->kind == TASK_PAIRS ? 2 : 0;
             /* one vocabulary over source and target (pairs: over both texts) */
-            bool both = (shared && t->kind == TASK_SEQ2SEQ) || t->kind == TASK_PAIRS;
+            bool both = (shared && t->kind == TASK_SEQ2SEQ && !t->span) || t->kind == TASK_PAIRS;
             st = word_vocab(t, rs, train, both ? 1 : field, both, sp, vocab_path, fresh, &t->vocab);
             if (st == QKV_OK && !shared) st = word_vocab(t, rs, train, 1, false, sp, tgt_path, fresh, &t->tgt_vocab);
             if (st == QKV_OK) {
@@ -425,6 +436,11 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         }
     }
     if (t->pad < 0) t->pad = 0;
+    if (st == QKV_OK && t->span) { /* the sentinels go on top of the tokenizer's ids, one vocabulary both sides */
+        t->base_vocab = t->vocab_size;
+        t->vocab_size += rs->data.sentinels;
+        t->tgt_vocab_size = 0;
+    }
     qkv_dataset_free(train);
     free(vocab_path);
     free(tgt_path);
@@ -561,6 +577,7 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
     if (t->shard) return load_shard(t, path, s);
     if (t->kind == TASK_TAGGING) return qkv__tagging_load(t, path, s);
     if (t->kind == TASK_QA) return qkv__qa_load(t, path, s, false);
+    if (t->span) return qkv__span_load(t, path, s);
     qkv_dataset *d = read_rows(t, path);
     if (!d) return qkv_last_status();
     qkv_status st = QKV_OK;

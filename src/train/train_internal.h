@@ -64,6 +64,12 @@ typedef struct task {
     int32_t sep;
     float article_weight;
     int64_t summary_max_len, n_truncated;
+    /* span_corruption (task_span.c): a seq2seq task on plain text. Ids below base_vocab are the tokenizer's; the
+     * sentinels <extra_id_k> are vocab_size - 1 - k above it. */
+    bool span;
+    float noise_density, mean_span;
+    int64_t base_vocab;
+    uint64_t span_seed;
 } task;
 
 /* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load
@@ -92,6 +98,32 @@ void qkv__split_free(split *s);
  * memory). */
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
 example *qkv__split_example(split *s);
+
+/* ---- seq2seq evals (eval_bleu.c, eval_tasks.c) ---- */
+/* Greedy decodes of examples idx[0..B) of a seq2seq split into hyp[B * cap] (pad after </s>), batched as qkv
+ * translate decodes. */
+qkv_status qkv__run_decode_greedy(qkv_run *r, const split *s, const int64_t *idx, int64_t B, int64_t cap,
+                                  int32_t *hyp);
+/* Target text of ids up to </s> (malloc'd; NULL when out of memory): BPE decoded, word tokens joined by spaces. */
+char *qkv__run_detokenize(const task *t, const int32_t *ids, int64_t n);
+/* eval.tasks: the examples grouped by the first word of their source, each group scored with its metric (bleu,
+ * rouge = ROUGE-L F, accuracy = exact match), added to out as "tasks": {name: {metric: value, "examples": n}}. */
+qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, int64_t max_examples,
+                                 struct cJSON *out);
+
+/* ---- span_corruption (task_span.c) ---- */
+/* The documents of a pretraining corpus, one call of fn per document, in order. Today plain text, one document a
+ * line (the lm/ format); the one function a shared corpus reader (qkv_documents_*) has to replace. */
+typedef qkv_status (*qkv__doc_fn)(const char *text, size_t len, void *user);
+qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user);
+/* Encodes every document, concatenates the ids and cuts them into runs of the raw length whose corrupted input is
+ * data.max_len tokens (T5's random_spans_helper); each run becomes one seq2seq example: source = the corrupted
+ * input with </s>, target = <s> then sentinels and dropped spans with </s>. Masks are drawn from a generator seeded
+ * by the run's seed, so a file always gives the same examples. */
+qkv_status qkv__span_load(task *t, const char *path, split *s);
+/* Target text of ids that may hold sentinels: each shown as <extra_id_k> between the decoded runs around it. */
+qkv_status qkv__span_decode(const task *t, const int32_t *ids, size_t n,
+                            qkv_status (*decode)(const task *, const int32_t *, size_t, char **), char **text);
 
 /* ---- summarize (task_summarize.c): a language model on "article </s> <sep> summary </s>" ---- */
 /* BPE with <pad> </s> <sep>, trained on both columns of the training split (fresh) or reloaded from run_dir. */

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "qkv/decode.h"
+#include "qkv/decode_batch.h"
 #include "qkv/train.h"
 #include "run_view.h"
 
@@ -21,6 +22,9 @@ static void help(FILE *out) {
             "--view PAGE.html then runs the model once over prompt + generated text and writes the attention\n"
             "viewer page: one causal map per layer (all heads), the tokens as labels (a space shows as \"\u2423\",\n"
             "a newline as \"\u23ce\"). Models without attention (rnnlm) cannot be viewed.\n"
+            "A text-to-text run (an encoder-decoder such as t5) takes the prompt as its input, task prefix\n"
+            "included (\"summarize: ...\"), and prints the decoded output alone (greedy, or sampled at\n"
+            "--temperature T > 0 with --seed).\n"
             "--input FILE (- for standard input) continues every line of FILE as its own prompt, --batch N\n"
             "(default 32) at a time, and prints each prompt and its continuation followed by a newline, in input\n"
             "order: exactly what one --prompt run per line prints.\n");
@@ -100,6 +104,45 @@ static int generate_lines(qkv_run *r, const char *path, const qkv_gen_opts *o, i
     return rc;
 }
 
+/* A text-to-text (seq2seq) run: the prompt is the source ("summarize: ...", "translate English to Spanish: ..."),
+ * and the output is the decoded target alone. Greedy, or sampling at --temperature > 0 with --seed. */
+static qkv_status print_target(int index, qkv_hyps *hs, void *user) {
+    (void)index;
+    char *text = NULL;
+    if (hs->n && qkv_run_decode_target(user, hs->h[0].tokens, (size_t)hs->h[0].len, &text) != QKV_OK)
+        return qkv_last_status();
+    printf("%s\n", text ? text : "");
+    free(text);
+    return QKV_OK;
+}
+
+static int generate_text2text(qkv_run *r, const qkv_decoder *dec, const char *prompt, long max_tokens,
+                              double temperature, long seed) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qkv_decode_opts o = qkv_decode_defaults();
+    int64_t src_max;
+    qkv_run_target_ids(r, &o.bos, &o.eos, &o.pad, &src_max);
+    o.temperature = temperature > 0 ? (float)temperature : 1.0f;
+    if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK)
+        return cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if ((int64_t)n > src_max) n = (size_t)src_max;
+    if (!n) { /* an empty prompt still has one (pad) position to attend to */
+        free(ids);
+        if (!(ids = malloc(sizeof *ids))) return cli_error("generate", CLI_RUNTIME, "out of memory");
+        ids[0] = o.pad >= 0 ? o.pad : 0;
+        n = 1;
+    }
+    int len = (int)n, max_len = (int)max_tokens;
+    qkv_batch_opts bo = qkv_batch_defaults();
+    bo.search = temperature > 0 ? QKV_SEARCH_SAMPLE : QKV_SEARCH_GREEDY;
+    bo.seed = (uint64_t)seed;
+    const int32_t *src = ids;
+    qkv_status st = qkv_decode_batch(dec, 1, &src, &len, &max_len, &o, &bo, print_target, r);
+    free(ids);
+    return st == QKV_OK ? CLI_OK : cli_error("generate", cli_status_exit(st), "%s", qkv_last_error());
+}
+
 static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *prompt = NULL, *view = NULL, *input = NULL;
     long max_tokens = 200, top_k = 0, seed = 0, batch = 32;
@@ -142,6 +185,11 @@ static int run(int argc, char **argv) {
     stream s = {.r = r};
     qkv_lm_decoder *d = NULL;
     qkv_decoder dec;
+    if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) == QKV_OK && dec.info.needs_source &&
+        !input && !view) {
+        rc = generate_text2text(r, &dec, prompt, max_tokens, temperature, seed);
+        goto done;
+    }
     if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) != QKV_OK || dec.info.needs_source) {
         rc = cli_error("generate", CLI_INPUT, "%s: model type '%s' (task %s) is not a language model that can "
                        "generate", dir, qkv_run_model_type(r)->name, qkv_run_model_type(r)->task);

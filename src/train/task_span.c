@@ -1,0 +1,142 @@
+/* data.task "span_corruption": T5's pretraining objective for a seq2seq model (t5) on plain text.
+ *
+ * The documents come through qkv__docs_each, one function, so that the pretraining corpus reader shared with BERT
+ * pretraining can take its place. Every document is encoded with the run's tokenizer and the ids are concatenated
+ * (T5's reduce_concat_tokens), then cut into runs of the raw length T5's random_spans_helper gives for an input of
+ * data.max_len tokens (128: 141 raw tokens, 29 target tokens); each run is one example, corrupted once at load with
+ * a generator seeded by the run's seed (a file always gives the same examples; T5 redraws the noise per pass, which
+ * this trades for reproducible dev losses). The sentinels are the data.sentinels ids above the tokenizer's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qkv/data.h"
+#include "qkv/span_corruption.h"
+#include "train_internal.h"
+
+qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user) {
+    qkv_data_opts o = {.format = QKV_DATA_LINES};
+    qkv_dataset *d = qkv_data_read_all(path, &o);
+    if (!d) return qkv_last_status();
+    qkv_status st = QKV_OK;
+    for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++)
+        if (d->rows[i].lens[0]) st = fn(d->rows[i].fields[0], d->rows[i].lens[0], user);
+    qkv_dataset_free(d);
+    return st;
+}
+
+typedef struct {
+    task *t;
+    int32_t *ids;
+    int64_t n, cap, chars;
+} stream;
+
+static qkv_status add_doc(const char *text, size_t len, void *user) {
+    stream *s = user;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qkv_status st = qkv__task_encode_ids(s->t, text, len, &ids, &n);
+    if (st == QKV_OK && s->n + (int64_t)n > s->cap) {
+        int64_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->n + (int64_t)n) cap *= 2;
+        int32_t *p = realloc(s->ids, sizeof *p * (size_t)cap);
+        if (!p) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        if (p) {
+            s->ids = p;
+            s->cap = cap;
+        }
+    }
+    if (st == QKV_OK && n) memcpy(s->ids + s->n, ids, sizeof *ids * n);
+    if (st == QKV_OK) {
+        s->n += (int64_t)n;
+        s->chars += (int64_t)qkv_utf8_count(text, len);
+    }
+    free(ids);
+    return st;
+}
+
+qkv_status qkv__span_load(task *t, const char *path, split *out) {
+    stream s = {.t = t};
+    int64_t raw = 0, tgt_len = 0;
+    qkv_status st = qkv_span_lengths(t->max_len, t->noise_density, t->mean_span, &raw, &tgt_len);
+    if (st != QKV_OK) return qkv_error_set(st, "data.max_len: %s", qkv_last_error());
+    st = qkv__docs_each(path, add_doc, &s);
+    if (st != QKV_OK && !strstr(qkv_last_error(), path)) st = qkv_error_set(st, "%s: %s", path, qkv_last_error());
+    uint8_t *mask = st == QKV_OK ? malloc((size_t)raw) : NULL;
+    int32_t *in = mask ? malloc(sizeof *in * (size_t)(raw + 1)) : NULL, *tg = in ? malloc(sizeof *tg * (size_t)(raw + 2)) : NULL;
+    if (st == QKV_OK && !tg) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    qkv_rng rng;
+    qkv_rng_init(&rng, t->span_seed);
+    for (int64_t start = 0; st == QKV_OK && start + 1 < s.n; start += raw) {
+        int64_t len = s.n - start < raw ? s.n - start : raw, ni = 0, nt = 0;
+        st = qkv_span_noise_mask(len, t->noise_density, t->mean_span, &rng, mask);
+        if (st == QKV_OK)
+            st = qkv_span_corrupt(s.ids + start, mask, len, (int32_t)t->vocab_size, t->eos, in, &ni, tg + 1, &nt);
+        if (st != QKV_OK) {
+            st = qkv_error_set(st, "%s: %s (data.max_len %lld, data.sentinels %lld)", path, qkv_last_error(),
+                               (long long)t->max_len, (long long)(t->vocab_size - t->base_vocab));
+            break;
+        }
+        tg[0] = t->tgt_bos;
+        example *e = qkv__split_example(out);
+        if (!e) {
+            st = qkv_last_status();
+            break;
+        }
+        e->off = out->pool_n;
+        e->n = ni;
+        st = qkv__split_append(out, in, ni);
+        e->toff = out->pool_n;
+        e->tn = nt + 1;
+        if (st == QKV_OK) st = qkv__split_append(out, tg, nt + 1);
+    }
+    out->n_chars = s.chars;
+    if (st == QKV_OK && out->n == 0) st = qkv_error_set(QKV_ERR_FORMAT, "%s: no text to corrupt", path);
+    free(s.ids);
+    free(mask);
+    free(in);
+    free(tg);
+    return st;
+}
+
+qkv_status qkv__span_decode(const task *t, const int32_t *ids, size_t n,
+                            qkv_status (*decode)(const task *, const int32_t *, size_t, char **), char **text) {
+    size_t cap = 64, used = 0;
+    char *buf = malloc(cap);
+    if (!buf) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    buf[0] = '\0';
+    qkv_status st = QKV_OK;
+    for (size_t i = 0; st == QKV_OK && i < n;) {
+        char *piece = NULL, tag[32];
+        size_t j = i;
+        if (ids[i] >= t->base_vocab && ids[i] < t->vocab_size) {
+            snprintf(tag, sizeof tag, "<extra_id_%lld>", (long long)(t->vocab_size - 1 - ids[i]));
+            j = i + 1;
+        } else {
+            while (j < n && !(ids[j] >= t->base_vocab && ids[j] < t->vocab_size)) j++;
+            st = decode(t, ids + i, j - i, &piece);
+        }
+        const char *add = piece ? piece : tag;
+        size_t al = st == QKV_OK ? strlen(add) : 0;
+        if (al && used + al + 2 > cap) {
+            while (used + al + 2 > cap) cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            else buf = nb;
+        }
+        if (st == QKV_OK && al) {
+            if (used && buf[used - 1] != ' ' && add[0] != ' ') buf[used++] = ' ';
+            memcpy(buf + used, add, al + 1);
+            used += al;
+        }
+        free(piece);
+        i = j;
+    }
+    if (st != QKV_OK) {
+        free(buf);
+        return st;
+    }
+    *text = buf;
+    return QKV_OK;
+}
