@@ -16,6 +16,7 @@
 #include "qkv/schedule.h"
 #include "qkv/checkpoint.h"
 #include "qkv/data.h"
+#include "qkv/documents.h"
 #include "qkv/metrics.h"
 #include "qkv/text.h"
 #include "qkv/shard.h"
