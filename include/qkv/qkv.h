@@ -28,6 +28,7 @@
 #include "qkv/viz.h"
 #include "qkv/glove.h"
 #include "qkv/hf.h"
+#include "qkv/bert.h"
 #include "qkv/transformer_classifier.h"
 #include "qkv/train.h"
 #include "qkv/schema.h"

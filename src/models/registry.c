@@ -18,6 +18,7 @@ extern const qkv_model_type qkv_model_lstm_seq2seq;
 extern const qkv_model_type qkv_model_transformer_seq2seq;
 extern const qkv_model_type qkv_model_tagger;
 extern const qkv_model_type qkv_model_siamese;
+extern const qkv_model_type qkv_model_bert;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -29,6 +30,7 @@ static const qkv_model_type *const types[] = {
     &qkv_model_transformer_seq2seq,
     &qkv_model_tagger,
     &qkv_model_siamese,
+    &qkv_model_bert,
 };
 
 /* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member
