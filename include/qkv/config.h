@@ -40,6 +40,11 @@ typedef struct qkv_run_settings {
         const char *task;
         double article_weight;
         int64_t summary_max_len;
+        /* pretrain (src/train/task_pretrain.c, docs/bert.md) */
+        double heldout, mask_prob, short_seq_prob;
+        int64_t max_predictions, wordpiece_vocab_size;
+        bool nsp;
+        const char *masking;
     } data;
     struct {
         int64_t steps, batch_size;
