@@ -123,6 +123,9 @@ typedef struct qkv_model_type {
     const qkv_decoder_ops *decoder;
     /* Fills the built model's sizes (qkv_model_info); NULL: nothing known (every field 0). */
     void (*info)(const qkv_model *m, qkv_model_info *out);
+    /* Writes the model as a Hugging Face directory (model.safetensors + config.json in dir, which exists) that
+     * qkv_hf_load and transformers read, or NULL when the type has no Hugging Face counterpart (bert). */
+    qkv_status (*save_pretrained)(const qkv_model *m, const qkv_params *params, const char *dir);
 } qkv_model_type;
 
 /* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */

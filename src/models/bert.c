@@ -373,6 +373,10 @@ static qkv_tensor *bert_fwd(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_
 
 static void bert_info(const qkv_model *m, qkv_model_info *out) { out->max_positions = m->bert->cfg.max_positions; }
 
+static qkv_status bert_save_pretrained(const qkv_model *m, const qkv_params *params, const char *dir) {
+    return qkv_bert_save_hf(&m->bert->cfg, params, dir);
+}
+
 static const qkv_model_embedding bert_embeddings[] = {
     {"bert.embeddings.word_embeddings.weight", "input", NULL}, {NULL, NULL, NULL}};
 
@@ -389,4 +393,5 @@ const qkv_model_type qkv_model_bert = {
     .forward = bert_fwd,
     .embeddings = bert_embeddings,
     .info = bert_info,
+    .save_pretrained = bert_save_pretrained,
 };

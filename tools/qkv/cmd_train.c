@@ -172,7 +172,18 @@ static int run(int argc, char **argv) {
     qkv_train_outcome outcome;
     qkv_status st = qkv_run_train(r, &hooks, &outcome);
     long step = qkv_run_step(r);
+    bool export_hf = qkv_run_model_type(r)->save_pretrained != NULL;
     qkv_run_free(r);
+    /* Models with a Hugging Face counterpart (bert) also leave DIR/hf: the best checkpoint's weights, config.json
+     * and vocab.txt, for qkv attend --model and transformers. */
+    if (st == QKV_OK && export_hf) {
+        char hf[4096];
+        snprintf(hf, sizeof hf, "%s/hf", dir);
+        qkv_run *best = qkv_run_open(dir, NULL);
+        st = best ? qkv_run_export_hf(best, hf) : qkv_last_status();
+        qkv_run_free(best);
+        if (st == QKV_OK && !ui.quiet) fprintf(stderr, "qkv train: Hugging Face directory %s\n", hf);
+    }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (st != QKV_OK) {
