@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "test.h"
 
 static char dir[] = "/tmp/qkv_bert_XXXXXX";
@@ -137,10 +139,85 @@ TEST(bad_inputs) {
     qkv_params_free(p);
 }
 
+/* ---- learning on real text: Austen's first chapters, a WordPiece vocabulary learned from them ---- */
+
+typedef struct {
+    double first, last, mlm_acc, nsp_acc;
+    int n_first, n_last;
+    bool evaluated;
+} learn_log;
+
+static void on_step(void *user, long step, long total, double loss, double lr, double tokens) {
+    (void)lr, (void)tokens;
+    learn_log *l = user;
+    if (step <= 10) l->first += loss, l->n_first++;
+    if (step > total - 10) l->last += loss, l->n_last++;
+}
+
+static void on_record(void *user, const char *json) {
+    learn_log *l = user;
+    cJSON *j = cJSON_Parse(json);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+    if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "eval")) {
+        l->mlm_acc = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "mlm_accuracy"));
+        l->nsp_acc = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "nsp_accuracy"));
+        l->evaluated = true;
+    }
+    cJSON_Delete(j);
+}
+
+TEST(learns_on_austen) {
+    const char *src = test_shared_path("data/lm/train.txt");
+    char *text = src ? test_read_file(src) : NULL;
+    if (!text) {
+        test_skip("no ../shared/data");
+        return;
+    }
+    /* The first ~2,500 paragraphs, a blank line for every CHAPTER heading: chapters are the documents. */
+    char corpus[256];
+    snprintf(corpus, sizeof corpus, "%s/austen.txt", dir);
+    FILE *f = fopen(corpus, "w");
+    int lines = 0;
+    for (char *p = strtok(text, "\n"); p && lines < 2500; p = strtok(NULL, "\n"), lines++)
+        fprintf(f, "%s\n", strncmp(p, "CHAPTER", 7) ? p : "");
+    fclose(f);
+    free(text);
+    char cfg_text[1024], run[256];
+    snprintf(cfg_text, sizeof cfg_text,
+             "{\"model\": {\"type\": \"bert\", \"d_model\": 64, \"n_layers\": 2, \"n_heads\": 2, \"d_ff\": 256,"
+             " \"max_positions\": 64, \"dropout\": 0, \"attn_dropout\": 0},"
+             " \"data\": {\"train\": \"%s\", \"max_len\": 64, \"wordpiece_vocab_size\": 2000, \"heldout\": 0.1},"
+             " \"train\": {\"steps\": 200, \"batch_size\": 16, \"log_every\": 50, \"checkpoint_every\": 0,"
+             " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.002},"
+             " \"schedule\": {\"spec\": \"constant * linear_warmup\", \"warmup_steps\": 30}},"
+             " \"eval\": {\"every\": 200, \"max_batches\": 10}, \"seed\": 1}",
+             corpus);
+    snprintf(run, sizeof run, "%s/run", dir);
+    cJSON *cfg = cJSON_Parse(cfg_text);
+    qkv_run *r = qkv_run_new(run, cfg, false);
+    cJSON_Delete(cfg);
+    CHECK_NN(r);
+    if (!r) return;
+    qkv_threads_set(1); /* small matrices: one thread is fastest on a shared machine, and deterministic */
+    learn_log l = {0};
+    qkv_train_hooks hooks = {.user = &l, .on_step = on_step, .on_record = on_record};
+    qkv_train_outcome out;
+    CHECK_OK(qkv_run_train(r, &hooks, &out));
+    qkv_run_free(r);
+    double first = l.first / (l.n_first ? l.n_first : 1), last = l.last / (l.n_last ? l.n_last : 1);
+    printf("austen, 200 steps: loss %.3f -> %.3f; held-out MLM accuracy %.3f, NSP accuracy %.3f\n", first, last,
+           l.mlm_acc, l.nsp_acc);
+    CHECK(l.evaluated);
+    CHECK(last < first - 1.0);          /* from ~ln(2000) + ln(2) = 8.3 */
+    CHECK(l.mlm_acc > 0.05);            /* chance: 1 / 2000 */
+    CHECK(l.nsp_acc >= 0.0 && l.nsp_acc <= 1.0);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(pretrain_loss_and_gradients_match_pytorch);
     RUN(hf_directory_round_trip);
     RUN(bad_inputs);
+    RUN(learns_on_austen);
     return test_finish();
 }
