@@ -46,6 +46,13 @@ static int run(int argc, char **argv) {
                              strstr(qkv_last_error(), "(known"));
         }
         const qkv_model_type *t = qkv_model_type_find(argv[2]);
+        if (!t) { /* a ready-made config: its model type's fields */
+            cJSON *p = qkv_config_preset(argv[2]);
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "model"), "type");
+            if (cJSON_IsString(ty)) t = qkv_model_type_find(ty->valuestring);
+            cJSON_Delete(p);
+            if (!t) qkv_model_type_find(argv[2]);
+        }
         if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
         printf("# model: %s (task %s): %s\n", t->name, t->task, t->summary ? t->summary : "");
         char type_def[64];
