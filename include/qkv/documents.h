@@ -19,7 +19,7 @@
  * Col Gen Capt Lt Rev Prof Mt vs etc No) or a single letter (an initial: "J. L. Schafer"). Whitespace around
  * sentences is trimmed; the end of the text ends the last sentence.
  *
- * Evaluation splits are never read: a source whose file name starts with "dev" or "test" is refused (held-out text
+ * Evaluation splits are never read: a source whose file is named dev or test (any extension) is refused (held-out text
  * comes from the training files through qkv_documents_split).
  *
  * Ownership: a qkv_documents owns its sentence text; the caller frees it with qkv_documents_free. Sentences are

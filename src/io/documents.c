@@ -150,7 +150,8 @@ static qkv_status add_sentences(qkv_documents *d, const char *text, size_t len) 
 static bool eval_split_name(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    return !strncmp(base, "dev", 3) || !strncmp(base, "test", 4);
+    return (!strncmp(base, "dev", 3) && (base[3] == '.' || !base[3])) ||
+           (!strncmp(base, "test", 4) && (base[4] == '.' || !base[4]));
 }
 
 static qkv_status source_error(const char *path, const qkv_data_record *rec, const char *msg) {
