@@ -31,6 +31,8 @@ check "run leaves a Hugging Face directory" '[ -f "$T/run/hf/model.safetensors" 
 "$QKV" attend --model "$T/run/hf" -o "$T/a.html" "Elinor was sensible. Marianne was not." > "$T/out" 2>&1; rc=$?
 check "qkv attend --model reads it" '[ $rc = 0 ] && [ -s "$T/a.html" ] && grep -q "1 layers x 2 heads" "$T/out"'
 
+"$QKV" attend --run "$T/run" -o "$T/r.html" "Elinor was sensible." > /dev/null 2>&1; rc=$?
+check "qkv attend --run shows the run's self-attention" '[ $rc = 0 ] && grep -q "self-attention, row of" "$T/r.html"'
 sed -E 's/"vocab_size":[[:space:]]*500/"vocab_size": 600/' "$T/run/hf/config.json" > "$T/c" && mv "$T/c" "$T/run/hf/config.json"
 "$QKV" attend --model "$T/run/hf" -o "$T/b.html" "Elinor." 2> "$T/err"; rc=$?
 check "config vocab_size disagreeing with the weights is bad input" '[ $rc = 2 ] && grep -q "vocab" "$T/err"'
