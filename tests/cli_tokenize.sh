@@ -23,6 +23,11 @@ for i in $(seq 1 50); do echo "the cat sat on the mat and the dog sat on the log
 "$QKV" tokenize train --vocab-size 300 --min-freq 2 --out "$d" "$d/corpus" > /dev/null
 out=$(echo "the cat sat" | "$QKV" tokenize encode --bpe "$d" --tokens)
 check "trained BPE merges frequent words" 'printf "%s" "$out" | grep -q "Ġcat"'
+"$QKV" tokenize train --wordpiece --vocab-size 80 --min-freq 2 --out "$d/wp" "$d/corpus" > /dev/null
+out=$(echo "The cat sat on the LOG" | "$QKV" tokenize encode --wordpiece "$d/wp/vocab.txt" --tokens)
+check "trained WordPiece keeps frequent words whole" '[ "$out" = "[CLS] the cat sat on the log [SEP]" ]'
+"$QKV" tokenize train --vocab-size 100 --out "$d/bad" "$d/corpus" 2> "$d/err"; rc=$?
+check "BPE below 257 tokens refused" '[ $rc = 1 ] && grep -q 257 "$d/err"'
 echo "1 2 99999999" | "$QKV" tokenize decode --bpe "$P/gpt2-tokenizer" 2> "$d/err"; rc=$?
 check "unknown id on decode is bad input" '[ $rc = 2 ] && grep -q 99999999 "$d/err"'
 printf 'a b\nthis line is bad\n' > "$d/merges.txt"; echo '{"a":0,"b":1,"ab":2}' > "$d/vocab.json"

@@ -43,6 +43,11 @@ typedef struct qkv_run_settings {
         /* span_corruption (src/train/task_span.c) */
         double noise_density, mean_span;
         int64_t sentinels;
+        /* pretrain (src/train/task_pretrain.c, docs/bert.md) */
+        double heldout, mask_prob, short_seq_prob;
+        int64_t max_predictions, wordpiece_vocab_size;
+        bool nsp;
+        const char *masking;
     } data;
     struct {
         int64_t steps, batch_size;
@@ -110,6 +115,12 @@ qkv_status qkv_config_set(struct cJSON *cfg, const char *assignment);
 /* The complete default config for a model type: {"model": {"type": name, <its defaults>}, "data", "train",
  * "eval", "embeddings", "seed"}, from the field tables. type NULL: "model" is {}. */
 struct cJSON *qkv_config_defaults(const qkv_model_type *type);
+/* Ready-made run configs by name (src/train/presets.c): "bert_small" (BERT pretraining, docs/bert.md). The complete
+ * resolved config, or NULL with an error for an unknown name. */
+struct cJSON *qkv_config_preset(const char *name);
+int qkv_config_preset_count(void);
+/* Name (and one-line summary) of preset i, or NULL. */
+const char *qkv_config_preset_name(int i, const char **summary);
 
 /* Merge `user` over the defaults of the model type it names (model.type is required) and validate everything,
  * the model's fields and its cross-field rules included (the same checks its create() applies; only those that

@@ -31,13 +31,17 @@ struct cJSON;
  *   seq2seq  : src_ids/src_mask [B, S], ids [B, T] (decoder inputs, shifted right), targets [B, T], mask [B, T]
  *   tagging  : ids/mask [B, T], targets [B, T] (one label per token)
  *   pairs    : ids/mask [B, T] the first texts, src_ids/src_mask [B, S] the second ones, labels [B] (1 = duplicate);
- *              training batches hold duplicates alone (src_ids NULL: a batch of single texts to embed) */
+ *              training batches hold duplicates alone (src_ids NULL: a batch of single texts to embed)
+ *   pretrain : ids/mask/type_ids [B, T] ([CLS] A [SEP] B [SEP] with masked tokens; segment 0 for A, 1 for B),
+ *              targets [B, T] (the original token at masked positions, -100 elsewhere), labels [B] (NSP: 0 = B
+ *              follows A, 1 = B is random; NULL without NSP) */
 typedef struct qkv_batch {
     qkv_tensor *ids, *mask, *labels, *targets;
     qkv_tensor *src_ids, *src_mask;
     qkv_tensor *weights; /* optional per-token loss weights [B, T] (e.g. summary-only loss) */
     qkv_tensor *spans;   /* qa: gold answer start and end positions [B, 2] (int32) */
     qkv_tensor *allowed; /* qa: [B, T] 1 where an answer may be (the context's tokens) */
+    qkv_tensor *type_ids; /* optional segment ids [B, T] (BERT's token types) */
     int64_t n_tokens;    /* tokens counted by the loss (for throughput and perplexity) */
 } qkv_batch;
 
@@ -109,7 +113,8 @@ typedef struct qkv_model_type {
     qkv_tensor *(*loss)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
     /* Outputs to score: classify -> log-probabilities [B, C]; lm -> logits [B, T, V]; seq2seq -> logits
      * [B, T, V_tgt] under teacher forcing; tagging -> log-probabilities [B, T, C]; pairs -> unit vectors [2, B, D]
-     * of both texts ([1, B, D] without src_ids), a pair's cosine their dot product. If maps is non-NULL and the
+     * of both texts ([1, B, D] without src_ids), a pair's cosine their dot product; pretrain -> with targets the
+     * MLM logits [P, V] of the P masked positions (row-major order), without them the NSP logits [B, 2]. If maps is non-NULL and the
      * model has attention, fill it (weights requested from the attention layers). */
     qkv_tensor *(*forward)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps);
     /* The token embeddings, a list ended by a NULL param, or NULL for none. An entry whose parameter a model did not
@@ -124,6 +129,9 @@ typedef struct qkv_model_type {
     qkv_tensor *(*features)(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
     /* Fills the built model's sizes (qkv_model_info); NULL: nothing known (every field 0). */
     void (*info)(const qkv_model *m, qkv_model_info *out);
+    /* Writes the model as a Hugging Face directory (model.safetensors + config.json in dir, which exists) that
+     * qkv_hf_load and transformers read, or NULL when the type has no Hugging Face counterpart (bert). */
+    qkv_status (*save_pretrained)(const qkv_model *m, const qkv_params *params, const char *dir);
 } qkv_model_type;
 
 /* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */

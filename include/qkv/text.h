@@ -183,6 +183,21 @@ qkv_status qkv_wordpiece_encode(const qkv_wordpiece *w, const char *a, size_t al
  * -> "n't", ...). *text NUL-terminated, caller free()s. Fails on an unknown id. */
 qkv_status qkv_wordpiece_decode(const qkv_wordpiece *w, const int32_t *ids, size_t n, char **text, size_t *len);
 
+/* Learn a WordPiece vocabulary from texts as Hugging Face tokenizers' WordPieceTrainer does: a BPE whose
+ * non-initial symbols carry the "##" prefix, its tokens then read as WordPiece pieces. Words are those the encoder
+ * sees (BERT normalisation with opts, NULL: defaults; whitespace and punctuation splits); words longer than
+ * opts.max_word_chars are skipped, as the encoder makes them [UNK]. The alphabet is every character of the words,
+ * both word-initial ("a") and continuing ("##a"), keeping the limit_alphabet most frequent characters (0: all; a
+ * word holding a dropped character is not learned from). Then the most frequent adjacent pair of symbols is merged
+ * (left + right without its "##") until the vocabulary has vocab_size tokens or no pair occurs min_freq (>= 1)
+ * times; ties go to the pair whose (left, right) strings are smallest (byte order, shorter first). Writes vocab_txt:
+ * [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4), the initial characters then the "##" ones in code point order, then
+ * one token per merge in merge order (a merge whose string is already a token adds nothing). Loadable by
+ * qkv_wordpiece_load with the same opts. */
+qkv_status qkv_wordpiece_train(const char *const *texts, const size_t *lens, size_t ntexts, size_t vocab_size,
+                               int64_t min_freq, size_t limit_alphabet, const qkv_wordpiece_opts *opts,
+                               const char *vocab_txt);
+
 #ifdef __cplusplus
 }
 #endif

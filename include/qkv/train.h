@@ -148,6 +148,9 @@ void qkv_run_curves_free(qkv_run_curves *c);
  * tokenizer. Encoding adds no special tokens (WordPiece aside); *ids / *text are malloc'd, the caller frees them.
  * Decoding joins word tokens with spaces, character and byte-level tokens with nothing. */
 qkv_model *qkv_run_model(qkv_run *r);
+/* The run's model as a Hugging Face directory: the type's save_pretrained files plus the run's vocab.txt (its
+ * WordPiece vocabulary) when it has one. dir is created. A type without save_pretrained: an error naming it. */
+qkv_status qkv_run_export_hf(qkv_run *r, const char *dir);
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n);
 qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text);
 /* Seq2seq runs: the target side's decoding (its own vocabulary when separate; BPE targets skip <s> </s> <pad> and

@@ -60,6 +60,9 @@ static qkv_tensor *position_ids(qkv_ctx *ctx, const qkv_hf_model *m, const hf_ba
     return pos;
 }
 
+/* Dropout only when asked for: a call with p = 0 records nothing (the inference path is unchanged). */
+static qkv_tensor *drop(qkv_ctx *ctx, qkv_tensor *x, float p) { return p > 0.0f ? qkv_dropout(ctx, x, p) : x; }
+
 qkv_status qkv__hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_batch *b, bool output_attentions,
                                 qkv_hf_outputs *out) {
     qkv_tensor *pos = position_ids(ctx, m, b);
@@ -69,16 +72,18 @@ qkv_status qkv__hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_ba
     qkv_tensor *x = qkv_add(ctx, qkv_add(ctx, qkv_nn_embedding_forward(ctx, &m->word, b->ids),
                                          qkv_nn_embedding_forward(ctx, &m->position, pos)),
                             qkv_nn_embedding_forward(ctx, &m->token_type, types));
-    x = qkv_nn_layer_norm_forward(ctx, &m->emb_ln, x);
+    float p = b->hidden_dropout;
+    x = drop(ctx, qkv_nn_layer_norm_forward(ctx, &m->emb_ln, x), p);
     for (int i = 0; i < m->cfg.num_layers && x; i++) {
         const hf_bert_layer *l = &m->bert[i];
         qkv_tensor *a = qkv__hf_attention(ctx, m, b, qkv_nn_linear_forward(ctx, &l->query, x),
                                           qkv_nn_linear_forward(ctx, &l->key, x),
                                      qkv_nn_linear_forward(ctx, &l->value, x), false,
                                      output_attentions ? &out->attentions[i] : NULL);
-        x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->attn_out, a), x));
+        x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln,
+                                      qkv_add(ctx, drop(ctx, qkv_nn_linear_forward(ctx, &l->attn_out, a), p), x));
         qkv_tensor *h = qkv_nn_activate(ctx, m->cfg.activation, qkv_nn_linear_forward(ctx, &l->intermediate, x));
-        x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, qkv_nn_linear_forward(ctx, &l->out, h), x));
+        x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, drop(ctx, qkv_nn_linear_forward(ctx, &l->out, h), p), x));
     }
     if (!x) return qkv_last_status();
     out->last_hidden_state = x;

@@ -27,6 +27,10 @@ typedef struct hf_gpt2_layer {
 struct qkv_hf_model {
     qkv_hf_config cfg;
     qkv_params *params;
+    /* Prepended to every parameter name ("" for a loaded checkpoint; "bert." inside the bert model type, whose
+     * parameters live in the caller's collection: params_borrowed, so freeing the model leaves them). */
+    char name_prefix[16];
+    bool params_borrowed;
     bool has_pooler;
     /* BERT: word / position / token type embeddings + LayerNorm; GPT-2: wte (word) and wpe (position). */
     qkv_nn_embedding word, position, token_type;
@@ -47,6 +51,9 @@ qkv_status qkv__hf_add_embedding(qkv_hf_model *m, qkv_nn_embedding *e, const cha
 
 qkv_status qkv__hf_bert_build(qkv_hf_model *m);
 qkv_status qkv__hf_gpt2_build(qkv_hf_model *m);
+/* A BERT base model whose parameters are added to `params` (the caller's) under name_prefix + HF's names, zero
+ * (layer norm weights one), with a pooler. qkv_hf_free releases the model and not the parameters. */
+qkv_hf_model *qkv__hf_model_in(const qkv_hf_config *cfg, qkv_params *params, const char *name_prefix);
 
 /* Checked inputs of one forward call. */
 typedef struct hf_batch {
@@ -54,6 +61,10 @@ typedef struct hf_batch {
     qkv_tensor *ids;         /* [B, T] int32 */
     qkv_tensor *key_padding; /* [B, T] int32, non-zero = padded (qkv's convention), or NULL */
     qkv_tensor *type_ids;    /* [B, T] int32 or NULL */
+    /* BERT training (the bert model type): dropout after the embeddings and each sub-layer's output dense, and on
+     * the attention weights, as HF's hidden_dropout_prob / attention_probs_dropout_prob. qkv_hf_forward leaves
+     * them 0; qkv_dropout is the identity outside training mode anyway. */
+    float hidden_dropout, attn_dropout;
 } hf_batch;
 
 /* Multi-head attention core shared by both families: q, k, v [B, T, E] -> merged context [B, T, E]. */

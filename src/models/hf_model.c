@@ -36,9 +36,32 @@ qkv_hf_model *qkv_hf_model_new(const qkv_hf_config *cfg) {
     return m;
 }
 
+qkv_hf_model *qkv__hf_model_in(const qkv_hf_config *cfg, qkv_params *params, const char *name_prefix) {
+    if (!cfg || !params || !name_prefix || cfg->arch == QKV_HF_GPT2) {
+        qkv_error_set(QKV_ERR_INVALID, "hf model: a BERT config, parameters and a name prefix are needed");
+        return NULL;
+    }
+    qkv_hf_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        qkv_error_set(QKV_ERR_NOMEM, "hf model: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg, m->params = params, m->params_borrowed = true;
+    if ((size_t)snprintf(m->name_prefix, sizeof m->name_prefix, "%s", name_prefix) >= sizeof m->name_prefix) {
+        free(m);
+        qkv_error_set(QKV_ERR_INVALID, "hf model: name prefix '%s' is too long", name_prefix);
+        return NULL;
+    }
+    if (qkv__hf_bert_build(m)) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
 void qkv_hf_free(qkv_hf_model *m) {
     if (!m) return;
-    qkv_params_free(m->params);
+    if (!m->params_borrowed) qkv_params_free(m->params);
     free(m);
 }
 

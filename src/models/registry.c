@@ -22,6 +22,7 @@ extern const qkv_model_type qkv_model_cnn_classifier;
 extern const qkv_model_type qkv_model_rnn_classifier;
 extern const qkv_model_type qkv_model_reformer_lm;
 extern const qkv_model_type qkv_model_t5;
+extern const qkv_model_type qkv_model_bert;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -37,6 +38,7 @@ static const qkv_model_type *const types[] = {
     &qkv_model_rnn_classifier,
     &qkv_model_reformer_lm,
     &qkv_model_t5,
+    &qkv_model_bert,
 };
 
 /* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member

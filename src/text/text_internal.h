@@ -88,5 +88,12 @@ void qkv__pretok_free(qkv__pretok *p);
 typedef qkv_status (*qkv__pretok_fn)(void *ctx, size_t start, size_t end);
 qkv_status qkv__pretok_run(qkv__pretok *p, const char *text, size_t len, qkv__pretok_fn fn, void *ctx);
 
+/* BERT's normaliser and pre-tokeniser (wordpiece.c) over plain text: fn(ctx, word, bytes, characters) for each
+ * word in order, the word's UTF-8 after normalisation. Stops at the first non-OK status fn returns. */
+struct qkv_wordpiece_opts;
+typedef qkv_status (*qkv__word_fn)(void *ctx, const char *word, size_t len, size_t n_chars);
+qkv_status qkv__wordpiece_words(const struct qkv_wordpiece_opts *o, const char *text, size_t len, qkv__word_fn fn,
+                                void *ctx);
+
 QKV_INTERNAL_END
 #endif

@@ -447,3 +447,36 @@ qkv_status qkv_wordpiece_decode(const qkv_wordpiece *w, const int32_t *ids, size
     if (len) *len = out.n;
     return QKV_OK;
 }
+
+/* The words the encoder would look up, for the trainer (wordpiece_train.c): normalised, split at whitespace and
+ * around punctuation exactly as encode_segment does. Special tokens are not matched: training text is plain text. */
+qkv_status qkv__wordpiece_words(const qkv_wordpiece_opts *o, const char *text, size_t len, qkv__word_fn fn,
+                                void *ctx) {
+    qkv_wordpiece w = {.o = *o};
+    norm nm = {0};
+    qkv__buf word = {0};
+    qkv_status s = normalize(&w, text, 0, len, &nm);
+    for (size_t i = 0; !s && i < nm.n;) {
+        int32_t cp = nm.cp[i];
+        if (qkv__is_unicode_space(cp)) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        if (!qkv__is_bert_punct(cp))
+            while (j < nm.n && !qkv__is_unicode_space(nm.cp[j]) && !qkv__is_bert_punct(nm.cp[j])) j++;
+        word.n = 0;
+        for (size_t k = i; k < j; k++) {
+            char enc[4];
+            if (!qkv__buf_put(&word, enc, (size_t)qkv__utf8_encode(nm.cp[k], enc))) {
+                s = qkv_error_set(QKV_ERR_NOMEM, "wordpiece words: out of memory");
+                break;
+            }
+        }
+        if (!s) s = fn(ctx, word.p, word.n, j - i);
+        i = j;
+    }
+    norm_free(&nm);
+    free(word.p);
+    return s;
+}

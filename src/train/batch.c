@@ -94,6 +94,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
     if (t->kind == TASK_PAIRS) return qkv__pairs_batch_make(ctx, t, s, idx, B, b, tokens);
     if (t->kind == TASK_SUMMARIZE) return qkv__summ_batch_make(ctx, t, s, idx, B, b, tokens);
     if (t->kind == TASK_QA) return qkv__qa_batch_make(ctx, t, s, idx, B, b, tokens);
+    if (t->kind == TASK_PRETRAIN) return qkv__pretrain_batch_make(ctx, t, s, idx, B, b, tokens);
     memset(b, 0, sizeof *b);
     int64_t T = 1, S = 1, real = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -176,6 +177,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
         case TASK_PAIRS: break; /* made by qkv__pairs_batch_make */
         case TASK_SUMMARIZE: break; /* qkv__summ_batch_make */
         case TASK_QA: break;        /* qkv__qa_batch_make */
+        case TASK_PRETRAIN: break;  /* qkv__pretrain_batch_make */
         }
     }
     b->n_tokens = counted;

@@ -310,7 +310,11 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     bool shuffle = r->set.data.shuffle, bucket = r->set.data.bucket;
     for (int tries = 0; tries < 2; tries++) {
         if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
-            qkv_status st = qkv__batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
+            /* Pretraining draws each epoch's sequences and masks anew (task_pretrain.c). */
+            qkv_status st = r->task.kind == TASK_PRETRAIN ? qkv__pretrain_epoch(&r->task, &r->train, r->state.data_epoch)
+                                                          : QKV_OK;
+            if (st) return st;
+            st = qkv__batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,
                                                   r->state.data_epoch);
             if (st) return st;
             r->plan_valid = true;

@@ -290,13 +290,15 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
         st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
     if (st == QKV_OK) st = qkv__run_pretrained_check(r);
     if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
-    if (st == QKV_OK)
+    bool pretrain = st == QKV_OK && r->task.kind == TASK_PRETRAIN;
+    if (pretrain) st = qkv__pretrain_load(&r->task, &r->train, &r->dev, &r->have_dev);
+    else if (st == QKV_OK)
         st = r->task.kind == TASK_QA ? qkv__qa_load(&r->task, r->set.data.train, &r->train, true)
                                      : qkv__task_load(&r->task, r->set.data.train, &r->train);
     if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
     if (st == QKV_OK) r->have_train = true;
     const char *dev = r->set.data.dev;
-    if (st == QKV_OK && *dev) {
+    if (st == QKV_OK && *dev && !pretrain) {
         st = qkv__task_load(&r->task, dev, &r->dev);
         r->have_dev = st == QKV_OK;
     }
@@ -419,6 +421,7 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
     if (r->task.kind == TASK_TAGGING) return qkv__tagging_evaluate(r, s, max_batches);
     if (r->task.kind == TASK_QA) return qkv__qa_evaluate(r, s, max_batches);
     if (r->task.kind == TASK_PAIRS) return qkv__pairs_evaluate(r, s, max_batches, NAN);
+    if (r->task.kind == TASK_PRETRAIN) return qkv__pretrain_evaluate(r, s, max_batches);
     int64_t bs = r->set.eval.batch_size;
     int64_t nb = (s->n + bs - 1) / bs;
     if (max_batches > 0 && max_batches < nb) nb = max_batches;

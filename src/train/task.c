@@ -299,6 +299,8 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         t->kind = TASK_TAGGING;
     else if (!strcmp(task_name, "pairs"))
         t->kind = TASK_PAIRS;
+    else if (!strcmp(task_name, "pretrain"))
+        t->kind = TASK_PRETRAIN;
     else
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "the training engine has no data pipeline for task '%s'", task_name);
     qkv_run_settings settings;
@@ -307,6 +309,7 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     if (cst != QKV_OK) return cst;
     if (!strcmp(rs->data.task, "qa")) return qkv__qa_prepare(t, rs, dir, fresh);
     if (t->kind == TASK_TAGGING) return qkv__tagging_prepare(t, rs, dir, fresh);
+    if (t->kind == TASK_PRETRAIN) return qkv__pretrain_prepare(t, rs, dir, fresh);
     if (!strcmp(rs->data.task, "summarize")) {
         if (t->kind != TASK_LM)
             return qkv_error_set(QKV_ERR_INVALID, "data.task: summarize trains a language model (e.g. model.type gpt), "
@@ -454,6 +457,7 @@ void qkv__task_free(task *t) {
     qkv_bpe_free(t->bpe);
     qkv_bpe_free(t->tgt_bpe);
     qkv_wordpiece_free(t->wp);
+    qkv__pretrain_free(t->pre);
     for (int i = 0; i < t->n_labels; i++) free(t->labels[i]);
     free(t->labels);
     memset(t, 0, sizeof *t);
@@ -463,8 +467,8 @@ void qkv__task_info(const task *t, qkv_task_info *info) {
     memset(info, 0, sizeof *info);
     info->vocab_size = t->vocab_size;
     info->tgt_vocab_size = t->tgt_vocab_size;
-    info->n_classes = t->kind == TASK_QA ? 2 : t->n_labels; /* qa: a model that builds a classifier gets two
-                                                              * classes; the task reads its features alone */
+    /* qa: a model that builds a classifier gets two classes (the task reads its features alone); pretrain: NSP */
+    info->n_classes = t->kind == TASK_QA || t->kind == TASK_PRETRAIN ? 2 : t->n_labels;
     info->pad_id = t->pad;
     info->max_len = t->kind == TASK_LM ? t->seq_len : t->kind == TASK_SEQ2SEQ ? t->max_len + 1 : t->max_len;
     if (t->kind == TASK_SUMMARIZE) info->pad_id = t->pad;
@@ -578,6 +582,9 @@ qkv_status qkv__task_load(task *t, const char *path, split *s) {
     if (t->kind == TASK_TAGGING) return qkv__tagging_load(t, path, s);
     if (t->kind == TASK_QA) return qkv__qa_load(t, path, s, false);
     if (t->span) return qkv__span_load(t, path, s);
+    if (t->kind == TASK_PRETRAIN)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "%s: pretraining evaluates on documents held out of data.train "
+                             "(data.heldout), not on a separate file", path);
     qkv_dataset *d = read_rows(t, path);
     if (!d) return qkv_last_status();
     qkv_status st = QKV_OK;

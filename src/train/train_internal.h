@@ -21,7 +21,9 @@ QKV_INTERNAL_BEGIN
 
 struct cJSON;
 
-typedef enum { TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS, TASK_SUMMARIZE, TASK_QA } task_kind;
+typedef enum {
+    TASK_CLASSIFY, TASK_LM, TASK_SEQ2SEQ, TASK_TAGGING, TASK_PAIRS, TASK_SUMMARIZE, TASK_QA, TASK_PRETRAIN
+} task_kind;
 typedef enum { TOK_WORD, TOK_CHAR, TOK_BPE, TOK_WORDPIECE, TOK_NONE } tok_kind;
 
 /* One example: token ids pool[off .. off+n) (classify: the text; lm: a window of seq_len + 1 tokens; seq2seq:
@@ -42,6 +44,8 @@ typedef struct split {
     int64_t n_chars; /* characters of text read (bits per character) */
     struct qa_split *qa; /* qa: contexts, answers, token spans, gold positions (task_qa.c) */
 } split;
+
+typedef struct pretrain_state pretrain_state; /* task_pretrain.c */
 
 typedef struct task {
     task_kind kind;
@@ -70,6 +74,7 @@ typedef struct task {
     float noise_density, mean_span;
     int64_t base_vocab;
     uint64_t span_seed;
+    pretrain_state *pre; /* pretrain: the corpus, its tokens and the masking settings */
 } task;
 
 /* Sets up the tokenizer and labels. fresh: build them from the training file and save them in run_dir; else load
@@ -148,6 +153,19 @@ qkv_status qkv__summ_generate(qkv_run *r, int n, const int32_t *const *prompts, 
                               const struct qkv_summarize_opts *o, qkv__summ_text_fn emit, void *user);
 qkv_status qkv__summ_batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B,
                                 qkv_batch *b, int64_t *tokens);
+
+/* ---- pretrain (task_pretrain.c): BERT's masked-LM + next-sentence sequences from documents ---- */
+/* The WordPiece tokenizer (data.vocab_file copied, or learned from the corpus when fresh) and the settings. */
+qkv_status qkv__pretrain_prepare(task *t, const qkv_run_settings *rs, const char *dir, bool fresh);
+void qkv__pretrain_free(pretrain_state *p);
+/* The corpus tokenised; epoch 0's training sequences and the held-out ones (*have_heldout false when none). */
+qkv_status qkv__pretrain_load(task *t, split *train, split *heldout, bool *have_heldout);
+/* The training sequences of an epoch (a no-op when they are already built). */
+qkv_status qkv__pretrain_epoch(task *t, split *train, uint64_t epoch);
+qkv_status qkv__pretrain_batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B,
+                                    qkv_batch *b, int64_t *tokens);
+/* loss, mlm_loss, mlm_accuracy, mlm_perplexity, nsp_loss, nsp_accuracy, masked_tokens, examples. */
+struct cJSON *qkv__pretrain_evaluate(qkv_run *r, const split *s, int64_t max_batches);
 
 /* An epoch's batch order: a seeded permutation (or file order), optionally bucketed by length. */
 typedef struct batch_plan {

@@ -24,8 +24,8 @@ static void help(FILE *out) {
             "The tokenizer comes from TDIR (default DIR): vocab.txt (BERT WordPiece, uncased) or vocab.json +\n"
             "merges.txt (GPT-2 / RoBERTa byte-level BPE; RoBERTa needs its own vocab.json, not GPT-2's).\n"
             "--run RUN: a qkv-trained run instead, with its own tokenizer: transformer_classifier (default row:\n"
-            "[CLS]), gpt (causal maps; default row: the last token) or transformer_seq2seq (the encoder's\n"
-            "self-attention; default row: the first token). Models without self-attention are an error.\n");
+            "[CLS]), bert (default row: [CLS]), gpt (causal maps; default row: the last token) or\n"
+            "transformer_seq2seq (the encoder's self-attention; default row: the first token). Models without self-attention are an error.\n");
 }
 
 typedef struct {

@@ -10,12 +10,13 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv config show TYPE\n"
+            "usage: qkv config show TYPE|PRESET\n"
             "       qkv config explain TYPE\n"
             "       qkv config list\n"
             "       qkv config check FILE [--set key.path=value ...]\n\n"
             "show   prints the complete default run config for a model type: every field with its default\n"
-            "       (model fields from the type, then data, train, eval and seed; docs/training.md explains them)\n"
+            "       (model fields from the type, then data, train, eval and seed; docs/training.md explains them),\n"
+            "       or a ready-made config by name (qkv config list shows them; bert_small: docs/bert.md)\n"
             "explain  every field of a model type's config and of the run sections: key, type, default, allowed\n"
             "       values and what it does\n"
             "list   the registered model types with their task\n"
@@ -31,6 +32,10 @@ static int run(int argc, char **argv) {
             const qkv_model_type *t = qkv_model_type_at(i);
             printf("%-24s %-9s %s\n", t->name, t->task, t->summary ? t->summary : "");
         }
+        for (int i = 0; i < qkv_config_preset_count(); i++) {
+            const char *summary, *name = qkv_config_preset_name(i, &summary);
+            printf("%-24s %-9s %s\n", name, "preset", summary);
+        }
         return CLI_OK;
     }
     cJSON *cfg = NULL;
@@ -41,6 +46,13 @@ static int run(int argc, char **argv) {
                              strstr(qkv_last_error(), "(known"));
         }
         const qkv_model_type *t = qkv_model_type_find(argv[2]);
+        if (!t) { /* a ready-made config: its model type's fields */
+            cJSON *p = qkv_config_preset(argv[2]);
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "model"), "type");
+            if (cJSON_IsString(ty)) t = qkv_model_type_find(ty->valuestring);
+            cJSON_Delete(p);
+            if (!t) qkv_model_type_find(argv[2]);
+        }
         if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
         printf("# model: %s (task %s): %s\n", t->name, t->task, t->summary ? t->summary : "");
         char type_def[64];
@@ -58,8 +70,10 @@ static int run(int argc, char **argv) {
             return cli_error("config", CLI_USAGE, "usage: qkv config show TYPE, %s", strstr(qkv_last_error(), "(known"));
         }
         const qkv_model_type *t = qkv_model_type_find(argv[2]);
-        if (!t) return cli_error("config", CLI_USAGE, "%s", qkv_last_error());
-        cfg = qkv_config_defaults(t);
+        bool preset = false;
+        for (int i = 0; !t && i < qkv_config_preset_count(); i++) preset |= !strcmp(qkv_config_preset_name(i, NULL), argv[2]);
+        if (!t && !preset) return cli_error("config", CLI_USAGE, "%s; ready-made configs: bert_small", qkv_last_error());
+        cfg = t ? qkv_config_defaults(t) : qkv_config_preset(argv[2]);
     } else if (!strcmp(argv[1], "check")) {
         if (argc < 3) return cli_error("config", CLI_USAGE, "usage: qkv config check FILE [--set k=v ...]");
         cJSON *user = qkv_config_read(argv[2]);

@@ -17,7 +17,8 @@ static void help(FILE *out) {
             "usage: qkv tokenize encode TOKENIZER [--tokens] [FILE]\n"
             "       qkv tokenize decode TOKENIZER [FILE]\n"
             "       qkv tokenize shard TOKENIZER -o OUT.bin FILE...\n"
-            "       qkv tokenize train --vocab-size N [--min-freq K] --out DIR FILE...\n\n"
+            "       qkv tokenize train --vocab-size N [--min-freq K] --out DIR FILE...\n"
+            "       qkv tokenize train --wordpiece [--cased] --vocab-size N [--min-freq K] --out DIR FILE...\n\n"
             "TOKENIZER is one of\n"
             "  --bpe DIR               GPT-2 byte-level BPE from DIR/vocab.json + DIR/merges.txt\n"
             "                          (also encoder.json + vocab.bpe)\n"
@@ -29,7 +30,10 @@ static void help(FILE *out) {
             "        training (see include/qkv/shard.h), printing the token count. With --bpe it also writes\n"
             "        OUT.tokenizer.json naming the BPE's files, so a run trained from OUT keeps its tokenizer.\n"
             "train   learns a byte-level BPE with N tokens (256 bytes + merges) from the files, writing\n"
-            "        DIR/vocab.json and DIR/merges.txt (plus <|endoftext|>).\n");
+            "        DIR/vocab.json and DIR/merges.txt (plus <|endoftext|>). --wordpiece: a WordPiece vocabulary of N\n"
+            "        tokens instead (BPE on BERT's lowercased words with ## continuations, as HF's\n"
+            "        WordPieceTrainer; alphabet: the 1000 most frequent characters), written as DIR/vocab.txt for\n"
+            "        --wordpiece DIR/vocab.txt (--cased: no lowercasing or accent stripping).\n");
 }
 
 typedef struct {
@@ -252,10 +256,15 @@ static int tokenize_train(int argc, char **argv) {
     long vocab = 0, min_freq = 2;
     const char *dir = NULL, *files[256];
     int nf = 0;
+    bool wordpiece = false, cased = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--vocab-size") && v) {
-            if (!cli_parse_int("tokenize", a, argv[++i], 257, 1 << 20, &vocab)) return CLI_USAGE;
+        if (!strcmp(a, "--wordpiece")) {
+            wordpiece = true;
+        } else if (!strcmp(a, "--cased")) {
+            cased = true;
+        } else if (!strcmp(a, "--vocab-size") && v) {
+            if (!cli_parse_int("tokenize", a, argv[++i], 6, 1 << 20, &vocab)) return CLI_USAGE;
         } else if (!strcmp(a, "--min-freq") && v) {
             if (!cli_parse_int("tokenize", a, argv[++i], 1, 1L << 40, &min_freq)) return CLI_USAGE;
         } else if (!strcmp(a, "--out") && v) {
@@ -267,6 +276,9 @@ static int tokenize_train(int argc, char **argv) {
         }
     }
     if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
+    if (!wordpiece && vocab < 257)
+        return cli_error("tokenize", CLI_USAGE, "--vocab-size %ld: a byte-level BPE needs at least 257", vocab);
+    if (cased && !wordpiece) return cli_error("tokenize", CLI_USAGE, "--cased goes with --wordpiece");
     cli_lines *all[256];
     size_t total = 0;
     for (int f = 0; f < nf; f++) {
@@ -289,6 +301,19 @@ static int tokenize_train(int argc, char **argv) {
             texts[k] = all[f]->line[l];
             lens[k] = strlen(texts[k]);
         }
+    if (wordpiece) {
+        char vt[4096];
+        snprintf(vt, sizeof vt, "%s/vocab.txt", dir);
+        qkv_wordpiece_opts o = qkv_wordpiece_default_opts();
+        if (cased) o.lowercase = false;
+        if (rc == CLI_OK && qkv_wordpiece_train(texts, lens, total, (size_t)vocab, min_freq, 1000, &o, vt) != QKV_OK)
+            rc = cli_error("tokenize", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+        if (rc == CLI_OK) printf("wrote %s\n", vt);
+        free(texts);
+        free(lens);
+        for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+        return rc;
+    }
     char vj[4096], mg[4096];
     snprintf(vj, sizeof vj, "%s/vocab.json", dir);
     snprintf(mg, sizeof mg, "%s/merges.txt", dir);

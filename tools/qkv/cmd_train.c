@@ -222,6 +222,7 @@ static int train(int argc, char **argv) {
     qkv_train_outcome outcome;
     qkv_status st = qkv_run_train(r, &hooks, &outcome);
     long step = qkv_run_step(r);
+    bool export_hf = qkv_run_model_type(r)->save_pretrained != NULL;
     qkv_run_free(r);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -236,6 +237,17 @@ static int train(int argc, char **argv) {
     char extra[96];
     snprintf(extra, sizeof extra, "%s at step %ld", how, step);
     cli_progress_finish(&ui.bar, extra);
+    /* Models with a Hugging Face counterpart (bert) also leave DIR/hf: the best checkpoint's weights, config.json
+     * and vocab.txt, for qkv attend --model and transformers. */
+    if (export_hf && outcome != QKV_TRAIN_STOPPED) {
+        char hf[4096];
+        snprintf(hf, sizeof hf, "%s/hf", dir);
+        qkv_run *best = qkv_run_open(dir, NULL);
+        st = best ? qkv_run_export_hf(best, hf) : qkv_last_status();
+        qkv_run_free(best);
+        if (st != QKV_OK) return cli_error("train", cli_status_exit(st), "%s", qkv_last_error());
+        if (!ui.quiet) fprintf(stderr, "qkv train: Hugging Face directory %s\n", hf);
+    }
     if (outcome == QKV_TRAIN_STOPPED) {
         if (!ui.quiet)
             fprintf(stderr, "qkv train: interrupted; checkpoint saved at step %ld (continue with --resume)\n", step);

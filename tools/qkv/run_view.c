@@ -588,7 +588,8 @@ int run_view_write_attend(qkv_run *r, const char *run_dir, const char *text, con
         return st;
     }
     bool s2s = !strcmp(t->task, "seq2seq");
-    if (strcmp(t->task, "lm") && !s2s)
+    bool encoder = !strcmp(t->task, "pretrain"); /* a BERT-style encoder: bidirectional maps, [CLS] row */
+    if (strcmp(t->task, "lm") && !s2s && !encoder)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "%s (task %s) has no attention to show", t->name, t->task);
     int32_t *ids = NULL;
     size_t n = 0;
@@ -603,10 +604,11 @@ int run_view_write_attend(qkv_run *r, const char *run_dir, const char *text, con
     char **labels = n ? labels_of(r, ids, (int)n, false) : NULL;
     if (n == 0) st = qkv_error_set(QKV_ERR_INVALID, "the sentence has no tokens");
     else if (!labels) st = qkv_error_set(QKV_ERR_NOMEM, "viewer: out of memory");
-    int row = st ? 0 : attend_row(labels, (int)n, word, s2s ? 0 : (int)n - 1);
+    int row = st ? 0 : attend_row(labels, (int)n, word, s2s || encoder ? 0 : (int)n - 1);
     if (st == QKV_OK && row < 0) st = qkv_last_status();
     if (st == QKV_OK && !s2s) {
-        snprintf(what, sizeof what, "causal self-attention, row of '%s'", labels[row]);
+        snprintf(what, sizeof what, "%s, row of '%s'", encoder ? "self-attention" : "causal self-attention",
+                 labels[row]);
         text_view p;
         qkv_viz_example ex;
         st = text_view_make(r, ids, (int)n, labels, text, row, &p, &ex);
