@@ -21,6 +21,7 @@ struct qkv_ctx {
     size_t n_spare, spare_cap;
     bool grad_enabled, training;
     qkv_rng rng;
+    struct qkv__packs *packs; /* borrowed: weights a decoder packed for small-M products (ops/gemm_packed.h) */
 };
 
 qkv_ctx *qkv_ctx_new(void) {
@@ -56,6 +57,8 @@ bool qkv_ctx_set_grad(qkv_ctx *ctx, bool enabled) {
     return prev;
 }
 bool qkv_ctx_grad_enabled(const qkv_ctx *ctx) { return ctx->grad_enabled; }
+void qkv__ctx_set_packs(qkv_ctx *ctx, struct qkv__packs *packs) { ctx->packs = packs; }
+struct qkv__packs *qkv__ctx_packs(const qkv_ctx *ctx) { return ctx ? ctx->packs : NULL; }
 bool qkv_ctx_set_training(qkv_ctx *ctx, bool training) {
     bool prev = ctx->training;
     ctx->training = training;
