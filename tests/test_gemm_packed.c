@@ -143,6 +143,10 @@ TEST(context_packs_only_allowed_weights) {
     /* the middle 16 rows of w (a block such as a fused projection's k part) */
     CHECK(qkv__gemm_xwt(ctx, 2, 16, K, x, K, wd + 16 * K, y, 16, false));
     CHECK(!qkv__gemm_xwt(ctx, 2, 16, K, x, K, wd + 40 * K, y, 16, false)); /* runs past w's end */
+    float *big = calloc((size_t)(QKV__PACKED_MAX_M + 1) * (size_t)(K + N), sizeof(float));
+    CHECK(big && !qkv__gemm_xwt(ctx, QKV__PACKED_MAX_M + 1, N, K, big, K, wd, big + (QKV__PACKED_MAX_M + 1) * K, N,
+                                false)); /* many rows: BLAS */
+    free(big);
 done:
     qkv_ctx_free(ctx);
     qkv__packs_free(ps);

@@ -234,7 +234,7 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w) {
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate) {
     qkv__packs *ps = qkv__ctx_packs(ctx);
-    if (!ps || M < 1 || N < 1 || K < 1) return false;
+    if (!ps || M < 1 || M > QKV__PACKED_MAX_M || N < 1 || K < 1) return false;
     const qkv__pack *p = NULL;
     for (int i = 0; i < ps->n_e && !p; i++)
         if (ps->e[i].w == W && ps->e[i].n == N && ps->e[i].k == K) p = ps->e[i].p;

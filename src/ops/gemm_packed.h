@@ -5,7 +5,7 @@
  * (at M <= 64 that copy costs as much as the product), so a decoding state packs each weight once and its steps
  * run a kernel over the packed panels. Each output row is computed alone, over k in order, whatever M and the
  * row's position in the tile: a row's result does not depend on what it is batched with (the same bits for M = 1
- * and M = 64). Paths per instruction set (core/isa.h) agree to rounding.
+ * and M = 64, up to QKV__PACKED_MAX_M rows). Paths per instruction set (core/isa.h) agree to rounding.
  *
  * Use from a model: a decoding state makes a qkv__packs, names the weights its steps may multiply by
  * (qkv__packs_allow: parameters, never per-step data, since a pack is made once and trusted until freed) and hangs
@@ -34,6 +34,10 @@ void qkv__pack_free(qkv__pack *p);
 void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
                     bool accumulate);
 
+/* Most rows a context's product takes the packed path for. Beyond, BLAS's own blocking is faster (at 256 rows by
+ * an 8000 x 256 weight, 143 against 108 GFLOP/s on one AVX-512 core), and BLAS's per-call packing is amortised. */
+#define QKV__PACKED_MAX_M 128
+
 /* The packs of one decoding state: which weights may be packed, and the packs made so far. */
 typedef struct qkv__packs qkv__packs;
 
@@ -44,7 +48,7 @@ void qkv__packs_free(qkv__packs *ps);
 qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
 /* The packed path for ctx's packs: y [M, N] (+)= x W^T when W [N, K] (contiguous) lies in an allowed weight and is
  * packed or M >= 2 (it is packed now). False when the caller must use BLAS (nothing written): no packs on ctx, W
- * not allowed, M < 2 with no pack yet, or out of memory. */
+ * not allowed, M < 2 with no pack yet, M > QKV__PACKED_MAX_M, or out of memory. */
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate);
 
