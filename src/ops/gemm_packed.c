@@ -3,8 +3,9 @@
  * W [N, K] is stored as panels of NR = 16 of its rows, each panel k-major ([K][16], zero past row N), 64-byte
  * aligned: step k of a panel is one 16-float vector, so the kernel broadcasts x[i][k] and does one FMA per row and
  * vector. A tile is MR rows of x against one panel with MR x 16 accumulators in registers (AVX-512: 8 rows, one
- * zmm each; AVX2: 4 rows, two ymm each; portable C: 4 rows). The loop runs panels outside and row tiles inside,
- * so a panel (16 K floats) stays in L1 while every row tile passes over it and x stays in L2.
+ * zmm each, two panels at once where there are two; AVX2: 4 rows, two ymm each; portable C: 4 rows). The loop runs
+ * panels outside and row tiles inside, so a panel (16 K floats) stays in L1 while every row tile passes over it and
+ * x stays in L2.
  *
  * Every accumulator starts at zero and adds k = 0..K-1 in order; rows past M read a zero row and are discarded.
  * A row's result is therefore the same whatever M is and wherever the row falls in a tile. Threads split the
@@ -97,6 +98,30 @@ static QKV_TARGET_AVX512 void tile_avx512(const float *const *xr, const float *P
     }
     for (int i = 0; i < MR_MAX; i++) _mm512_storeu_ps(t + i * NR, c[i]);
 }
+
+/* AVX-512 over two adjacent panels (P and P + K * NR): 8 rows x 2 zmm = 16 accumulators, 10 loads per 16 FMAs
+ * instead of 9 per 8. t is [2][8][NR]. Each output is the same sum in the same order as in tile_avx512. */
+static QKV_TARGET_AVX512 void tile2_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
+    __m512 c[MR_MAX], d[MR_MAX];
+    for (int i = 0; i < MR_MAX; i++) c[i] = d[i] = _mm512_setzero_ps();
+    const float *P1 = P + K * NR;
+    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3], *x4 = xr[4], *x5 = xr[5], *x6 = xr[6],
+                *x7 = xr[7];
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b = _mm512_load_ps(P + k * NR), e = _mm512_load_ps(P1 + k * NR), a;
+#define QKV_ROW(i, xi)                                                                                              \
+    a = _mm512_set1_ps(xi[k]);                                                                                      \
+    c[i] = _mm512_fmadd_ps(a, b, c[i]);                                                                             \
+    d[i] = _mm512_fmadd_ps(a, e, d[i]);
+        QKV_ROW(0, x0) QKV_ROW(1, x1) QKV_ROW(2, x2) QKV_ROW(3, x3)
+        QKV_ROW(4, x4) QKV_ROW(5, x5) QKV_ROW(6, x6) QKV_ROW(7, x7)
+#undef QKV_ROW
+    }
+    for (int i = 0; i < MR_MAX; i++) {
+        _mm512_storeu_ps(t + i * NR, c[i]);
+        _mm512_storeu_ps(t + (MR_MAX + i) * NR, d[i]);
+    }
+}
 #endif
 
 qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
@@ -143,34 +168,37 @@ void qkv__pack_free(qkv__pack *p) {
 void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
                     bool accumulate) {
     if (M <= 0) return;
-    tile_fn tile = tile_generic;
+    tile_fn tile = tile_generic, tile2 = NULL; /* tile2: two adjacent panels at once, where the path has it */
     int mr = 4;
 #if QKV_X86_KERNELS
     switch (qkv__isa()) {
-    case QKV_ISA_AVX512: tile = tile_avx512, mr = 8; break;
+    case QKV_ISA_AVX512: tile = tile_avx512, tile2 = tile2_avx512, mr = 8; break;
     case QKV_ISA_AVX2: tile = tile_avx2, mr = 4; break;
     default: break;
     }
 #endif
-    int64_t N = p->n, K = p->k, panels = p->panels;
+    int64_t N = p->n, K = p->k, panels = p->panels, gw = tile2 ? 2 : 1, groups = (panels + gw - 1) / gw;
     bool par = (double)M * (double)N * (double)K >= PAR_MIN_FLOPS;
 #pragma omp parallel for schedule(static) if (par)
-    for (int64_t q = 0; q < panels; q++) {
-        const float *P = p->p + q * K * NR;
-        int64_t n0 = q * NR, nr = N - n0 < NR ? N - n0 : NR;
-        float t[MR_MAX * NR];
+    for (int64_t g = 0; g < groups; g++) {
+        int64_t q0 = g * gw, np = panels - q0 < gw ? panels - q0 : gw;
+        const float *P = p->p + q0 * K * NR;
+        float t[2 * MR_MAX * NR];
         const float *xr[MR_MAX];
         for (int64_t i0 = 0; i0 < M; i0 += mr) {
             int64_t rows = M - i0 < mr ? M - i0 : mr;
             for (int i = 0; i < mr; i++) xr[i] = i < rows ? x + (i0 + i) * ldx : p->zero;
-            tile(xr, P, K, t);
-            for (int64_t i = 0; i < rows; i++) {
-                float *yr = y + (i0 + i) * ldy + n0;
-                const float *tr = t + i * NR;
-                if (accumulate)
-                    for (int64_t j = 0; j < nr; j++) yr[j] += tr[j];
-                else
-                    for (int64_t j = 0; j < nr; j++) yr[j] = tr[j];
+            (np == 2 ? tile2 : tile)(xr, P, K, t);
+            for (int64_t h = 0; h < np; h++) {
+                int64_t n0 = (q0 + h) * NR, nr = N - n0 < NR ? N - n0 : NR;
+                for (int64_t i = 0; i < rows; i++) {
+                    float *yr = y + (i0 + i) * ldy + n0;
+                    const float *tr = t + (h * mr + i) * NR;
+                    if (accumulate)
+                        for (int64_t j = 0; j < nr; j++) yr[j] += tr[j];
+                    else
+                        for (int64_t j = 0; j < nr; j++) yr[j] = tr[j];
+                }
             }
         }
     }
