@@ -130,6 +130,8 @@ TEST(context_packs_only_allowed_weights) {
     qkv__ctx_set_packs(ctx, ps);
     CHECK_OK(qkv__packs_allow(ps, w));
     CHECK(!qkv__gemm_xwt(ctx, 4, N, K, x, K, other->data, y, N, false)); /* not allowed */
+    CHECK_OK(qkv__packs_allow(ps, qkv_transpose(ctx, other, 0, 1)));      /* not contiguous: ignored */
+    CHECK(!qkv__gemm_xwt(ctx, 4, N, K, x, K, other->data, y, N, false));
     CHECK(!qkv__gemm_xwt(ctx, 1, N, K, x, K, wd, y, N, false));          /* one row, nothing packed yet */
     CHECK(qkv__gemm_xwt(ctx, 4, N, K, x, K, wd, y, N, false));           /* packs now */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 4, (int)N, (int)K, 1.0f, x, (int)K, wd, (int)K, 0.0f, ref,

@@ -44,7 +44,7 @@ typedef struct qkv__packs qkv__packs;
 qkv__packs *qkv__packs_new(void);
 void qkv__packs_free(qkv__packs *ps);
 /* Lets products by w (a parameter that does not change while ps lives), or by any block of its rows, be packed.
- * NULL w is ignored. */
+ * NULL w, and a w that is not contiguous float32, are ignored (never packed). Error only when out of memory. */
 qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
 /* The packed path for ctx's packs: y [M, N] (+)= x W^T when W [N, K] (contiguous) lies in an allowed weight and is
  * packed or M >= 2 (it is packed now). False when the caller must use BLAS (nothing written): no packs on ctx, W
