@@ -22,7 +22,8 @@
  * own code: log-probabilities (log_softmax of the logits) when info.log_probs, else raw logits. Callers that need
  * probabilities normalise raw logits themselves.
  *
- * Ownership: a state borrows the model (and its parameters), which must outlive it; free() releases the state.
+ * Ownership: a state borrows the model (and its parameters), which must outlive it and not change while it lives
+ * (a state may keep its own packed copies of the weights); free() releases the state.
  * qkv_decoder is a small value (ops, borrowed model, info) the caller may copy. Errors: NULL / a status with
  * qkv_last_error() naming what was wrong (a token out of range, a full context, bad sizes). */
 #ifndef QKV_DECODER_H

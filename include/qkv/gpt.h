@@ -71,7 +71,8 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
 /* ---- Incremental decoding with a KV cache ------------------------------------------------------------------
  * The decoder keeps, per layer, K and V for every position seen so far ([batch, H, n_ctx, dh] each), so a step
  * feeds one new token per sequence and computes only that position: no recomputation, no allocation after
- * creation. Inference only (no autograd, dropout off). */
+ * creation but the weights' packed copies, made by the first step with several rows. The model's weights must
+ * not change while a decoder lives. Inference only (no autograd, dropout off). */
 typedef struct qkv_gpt_decoder qkv_gpt_decoder;
 
 qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch);

@@ -23,6 +23,7 @@ struct qkv_ctx {
     qkv_rng rng;
     qkv_grad_ready_fn ready;
     void *ready_user;
+    struct qkv__packs *packs; /* borrowed: weights a decoder packed for small-M products (ops/gemm_packed.h) */
 };
 
 void qkv_ctx_set_grad_ready(qkv_ctx *ctx, qkv_grad_ready_fn fn, void *user) {
@@ -63,6 +64,8 @@ bool qkv_ctx_set_grad(qkv_ctx *ctx, bool enabled) {
     return prev;
 }
 bool qkv_ctx_grad_enabled(const qkv_ctx *ctx) { return ctx->grad_enabled; }
+void qkv__ctx_set_packs(qkv_ctx *ctx, struct qkv__packs *packs) { ctx->packs = packs; }
+struct qkv__packs *qkv__ctx_packs(const qkv_ctx *ctx) { return ctx ? ctx->packs : NULL; }
 bool qkv_ctx_set_training(qkv_ctx *ctx, bool training) {
     bool prev = ctx->training;
     ctx->training = training;

@@ -47,6 +47,12 @@ bool qkv__broadcast_shape(const char *op, const qkv_tensor *a, const qkv_tensor 
 void qkv__reduce_broadcast_add(float *dst, const qkv_tensor *dst_like, const float *g, int gndim,
                                const int64_t *gshape);
 
+/* The packed weights ops may use in this context (ops/gemm_packed.h), borrowed from their owner (a decoding
+ * state); NULL: none, every product goes to BLAS. Core only carries the pointer. */
+struct qkv__packs;
+void qkv__ctx_set_packs(qkv_ctx *ctx, struct qkv__packs *packs);
+struct qkv__packs *qkv__ctx_packs(const qkv_ctx *ctx);
+
 /* Visit every element of a (shape, stride) in row-major order; calls fn with the element offset. Iterates the
  * innermost dimension in a tight loop. */
 #define QKV_FOR_EACH_OFFSET(t, off, ...)                                                       \

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
+#include "ops/gemm_packed.h"
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
@@ -173,6 +175,7 @@ struct qkv_gpt_decoder {
     float *scores;  /* [n_ctx] per (sequence, head) in turn */
     float *moved;   /* [batch, H, n_ctx, dh] scratch of reorder, allocated on its first call */
     qkv_ctx *ctx;   /* layer norms and activations reuse the ops (same numerics as training); grad off */
+    qkv__packs *packs; /* the weights, packed on first use by several rows (ops/gemm_packed.h) */
 };
 
 qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
@@ -188,8 +191,15 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
         d->v = malloc(sizeof(float) * cache);
         d->scores = malloc(sizeof(float) * (size_t)c->n_ctx);
         d->ctx = qkv_ctx_new();
+        d->packs = qkv__packs_new();
     }
-    if (!d || !d->k || !d->v || !d->scores || !d->ctx) {
+    bool allowed = d && d->packs && !qkv__packs_allow(d->packs, m->head);
+    for (int l = 0; allowed && l < c->n_layers; l++) {
+        const qkv_gpt_block *b = &m->h[l];
+        allowed = !qkv__packs_allow(d->packs, b->attn_w) && !qkv__packs_allow(d->packs, b->proj_w) &&
+                  !qkv__packs_allow(d->packs, b->fc_w) && !qkv__packs_allow(d->packs, b->mproj_w);
+    }
+    if (!d || !d->k || !d->v || !d->scores || !d->ctx || !allowed) {
         qkv_gpt_decoder_free(d);
         qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a %zu-float KV cache", 2 * cache);
         return NULL;
@@ -198,6 +208,7 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
     d->batch = d->cap = batch;
     qkv_ctx_set_grad(d->ctx, false);
     qkv_ctx_set_training(d->ctx, false);
+    qkv__ctx_set_packs(d->ctx, d->packs);
     return d;
 }
 
@@ -208,6 +219,7 @@ void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
     free(d->scores);
     free(d->moved);
     qkv_ctx_free(d->ctx);
+    qkv__packs_free(d->packs);
     free(d);
 }
 
@@ -228,10 +240,14 @@ static inline float row_dot(const float *restrict w, const float *restrict x, in
 
 /* y [n, out] = x [n, in] W^T (+ bias). Batch-1 decoding reads every weight once per token and is bound by memory
  * bandwidth: our own GEMV splits the rows of W over the threads in one OpenMP region (OpenBLAS's threaded sgemv
- * spent most of its time in the thread pool's spin-waits at these sizes). Several rows use sgemm. */
-static void dense(const float *x, int n, const qkv_tensor *w, const qkv_tensor *bias, float *y) {
+ * spent most of its time in the thread pool's spin-waits at these sizes). Several rows use the decoder's packed
+ * weights (ops/gemm_packed.h), which stay in use when a batch shrinks to one row. */
+static void dense(const qkv_ctx *ctx, const float *x, int n, const qkv_tensor *w, const qkv_tensor *bias, float *y) {
     int64_t out = w->shape[0], in = w->shape[1];
     const float *W = w->data, *b = bias ? bias->data : NULL;
+    if (b)
+        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * out, b, sizeof(float) * (size_t)out);
+    if (qkv__gemm_xwt(ctx, n, out, in, x, in, W, y, out, b != NULL)) return;
     if (n == 1) {
 #pragma omp parallel for schedule(static) if (out * in >= (1 << 15))
         for (int64_t i = 0; i < out; i++) {
@@ -240,8 +256,6 @@ static void dense(const float *x, int n, const qkv_tensor *w, const qkv_tensor *
         }
         return;
     }
-    if (b)
-        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * out, b, sizeof(float) * (size_t)out);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)out, (int)in, 1.0f, x, (int)in, W, (int)in,
                 b ? 1.0f : 0.0f, y, (int)out);
 }
@@ -294,7 +308,7 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
         const qkv_gpt_block *blk = &m->h[l];
         qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
         if (!h) return qkv_last_status();
-        dense(qkv_f32(h), Bn, blk->attn_w, blk->attn_b, qkv_f32(qkv));
+        dense(ctx, qkv_f32(h), Bn, blk->attn_w, blk->attn_b, qkv_f32(qkv));
         float *kl = d->k + l * layer_stride, *vl = d->v + l * layer_stride;
         for (int b = 0; b < Bn; b++) {
             const float *row = qkv_f32(qkv) + (size_t)b * 3 * D;
@@ -306,19 +320,19 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
                        qkv_f32(att) + b * D + hd * dh);
             }
         }
-        dense(qkv_f32(att), Bn, blk->proj_w, blk->proj_b, qkv_f32(y));
+        dense(ctx, qkv_f32(att), Bn, blk->proj_w, blk->proj_b, qkv_f32(y));
         for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
         h = qkv_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, c->ln_eps);
         if (!h) return qkv_last_status();
-        dense(qkv_f32(h), Bn, blk->fc_w, blk->fc_b, qkv_f32(ff));
+        dense(ctx, qkv_f32(h), Bn, blk->fc_w, blk->fc_b, qkv_f32(ff));
         qkv_tensor *g = qkv_gelu_tanh(ctx, ff);
         if (!g) return qkv_last_status();
-        dense(qkv_f32(g), Bn, blk->mproj_w, blk->mproj_b, qkv_f32(y));
+        dense(ctx, qkv_f32(g), Bn, blk->mproj_w, blk->mproj_b, qkv_f32(y));
         for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
     }
     qkv_tensor *h = qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps);
     if (!h) return qkv_last_status();
-    dense(qkv_f32(h), Bn, m->head, NULL, logits);
+    dense(ctx, qkv_f32(h), Bn, m->head, NULL, logits);
     d->pos++;
     return QKV_OK;
 }

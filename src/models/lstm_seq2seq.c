@@ -8,6 +8,8 @@
 #include "qkv/error.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
+#include "core/internal.h"
+#include "ops/gemm_packed.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_lstm_s2s_init(qkv_lstm_s2s *m, qkv_params *params, const qkv_lstm_s2s_config *cfg, qkv_rng *rng) {
@@ -161,6 +163,7 @@ typedef struct lstm_state {
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
     qkv_tensor *full[4 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
     int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
+    qkv__packs *packs;           /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
 } lstm_state;
 
 /* The state's tensors as slots: henc, pad, feed, (keys,) then h and c of each layer. */
@@ -182,6 +185,7 @@ static void lstm_free(qkv_decoder_state *st) {
     if (!s) return;
     qkv_ctx_free(s->keep);
     qkv_ctx_free(s->work);
+    qkv__packs_free(s->packs);
     free(s->src_of);
     free(s->src_tmp);
     free(s);
@@ -245,6 +249,13 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
     }
     qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
     for (int i = 0, n = lstm_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
+    /* Every step multiplies the live rows by the same decoder weights: packed once (ops/gemm_packed.h). */
+    if (!(s->packs = qkv__packs_new()) || qkv__packs_allow(s->packs, m->combine.weight) ||
+        qkv__packs_allow(s->packs, m->gen.weight))
+        goto fail;
+    for (int l = 0; l < m->cfg.num_layers; l++)
+        if (qkv__packs_allow(s->packs, m->dec.w_ih[l][0]) || qkv__packs_allow(s->packs, m->dec.w_hh[l][0])) goto fail;
+    qkv__ctx_set_packs(s->work, s->packs);
     return (qkv_decoder_state *)s;
 fail:
     lstm_free((qkv_decoder_state *)s);

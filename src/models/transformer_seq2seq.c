@@ -9,6 +9,8 @@
 #include "qkv/error.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
+#include "core/internal.h"
+#include "ops/gemm_packed.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_tf_s2s_init(qkv_tf_s2s *m, qkv_params *params, const qkv_tf_s2s_config *cfg, qkv_rng *rng) {
@@ -92,6 +94,7 @@ typedef struct tf_state {
     qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
     qkv_tensor *full[1 + 4 * QKV_NN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
     int32_t *src_of, *src_tmp;                   /* [cap]: the source of each row; scratch */
+    qkv__packs *packs; /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
 } tf_state;
 
 /* The state's tensors as slots: pad, then each layer's kc, vc, ck, cv. */
@@ -112,6 +115,7 @@ static void tf_free(qkv_decoder_state *st) {
     if (!s) return;
     qkv_ctx_free(s->keep);
     qkv_ctx_free(s->work);
+    qkv__packs_free(s->packs);
     free(s->src_of);
     free(s->src_tmp);
     free(s);
@@ -195,6 +199,19 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
     }
     qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
     for (int i = 0, n = tf_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
+    /* Every step multiplies the live rows by the same decoder weights: packed once (ops/gemm_packed.h). */
+    if (!(s->packs = qkv__packs_new()) || qkv__packs_allow(s->packs, m->gen.weight)) goto fail;
+    for (int l = 0; l < m->tf.decoder.num_layers; l++) {
+        const qkv_nn_decoder_layer *L = &m->tf.decoder.layers[l];
+        const qkv_nn_mha *a[2] = {&L->self_attn, &L->multihead_attn};
+        for (int j = 0; j < 2; j++)
+            if (qkv__packs_allow(s->packs, a[j]->in_proj_weight) || qkv__packs_allow(s->packs, a[j]->q_proj.weight) ||
+                qkv__packs_allow(s->packs, a[j]->k_proj.weight) || qkv__packs_allow(s->packs, a[j]->v_proj.weight) ||
+                qkv__packs_allow(s->packs, a[j]->out_proj.weight))
+                goto fail;
+        if (qkv__packs_allow(s->packs, L->linear1.weight) || qkv__packs_allow(s->packs, L->linear2.weight)) goto fail;
+    }
+    qkv__ctx_set_packs(w, s->packs);
     return (qkv_decoder_state *)s;
 fail:
     tf_free((qkv_decoder_state *)s);

@@ -19,6 +19,7 @@
 #include "core/internal.h"
 #include "core/isa.h"
 #include "nn/rnn_op.h"
+#include "ops/gemm_packed.h"
 #include "ops/fast_exp.h"
 
 typedef struct {
@@ -258,8 +259,8 @@ static qkv_status rnn_layer_backward(qkv_ctx *ctx, qkv_node *n) {
 
 /* ---- forward --------------------------------------------------------------------------------------------- */
 
-static void direction_forward(const rnn_saved *s, int d, const float *xp, const float *whh, const float *bhh,
-                              float *hp, float *out) {
+static void direction_forward(const qkv_ctx *ctx, const rnn_saved *s, int d, const float *xp, const float *whh,
+                              const float *bhh, float *hp, float *out) {
     int64_t B = s->B, T = s->T, H = s->H, G = s->G, A = s->A, OW = s->dirs * H;
     bool lstm = s->kind == QKV_RNN_LSTM, relu = s->kind == QKV_RNN_RELU;
     const int32_t *len = s->len;
@@ -274,8 +275,9 @@ static void direction_forward(const rnn_saved *s, int d, const float *xp, const 
             else
                 memset(hp + b * G, 0, (size_t)G * sizeof(float));
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)G, (int)H, 1.0f, hprev, (int)H, whh,
-                    (int)H, 1.0f, hp, (int)G);
+        if (!qkv__gemm_xwt(ctx, B, G, H, hprev, H, whh, hp, G, true))
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)G, (int)H, 1.0f, hprev, (int)H, whh,
+                        (int)H, 1.0f, hp, (int)G);
 #pragma omp parallel for schedule(static) if (B * G >= PAR_MIN)
         for (int64_t b = 0; b < B; b++) {
             float *orow = out + (b * T + t) * OW + d * H;
@@ -362,7 +364,7 @@ qkv_tensor *qkv__rnn_layer(qkv_ctx *ctx, qkv_rnn_kind kind, int dirs, qkv_tensor
             else
                 memset(s->cs[d], 0, (size_t)(B * H) * sizeof(float));
         }
-        direction_forward(s, d, xp[d]->data, w_hh[d]->data, b_hh[d] ? b_hh[d]->data : NULL, hp, out);
+        direction_forward(ctx, s, d, xp[d]->data, w_hh[d]->data, b_hh[d] ? b_hh[d]->data : NULL, hp, out);
         memcpy(hn + d * B * H, s->hs[d] + T * B * H, (size_t)(B * H) * sizeof(float));
         if (lstm) memcpy(cn + d * B * H, s->cs[d] + T * B * H, (size_t)(B * H) * sizeof(float));
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/gemm_packed.h"
 #include "qkv/ops.h"
 
 /* A matrix operand: base pointer, transpose flag, leading dimension and per-batch-dim strides (0 = broadcast). */
@@ -291,6 +292,7 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
         return NULL;
     }
     x = qkv_contiguous(ctx, x);
+    const float *w_own = qkv_is_contiguous(w) ? w->data : NULL; /* a copy made here could not have a pack */
     w = qkv_contiguous(ctx, w);
     if (!x || !w) return NULL;
     int64_t in = w->shape[1], out = w->shape[0], R = in ? qkv_numel(x) / in : 0;
@@ -305,7 +307,8 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
         const float *bp = bias->data;
         for (int64_t r = 0; r < R; r++) memcpy(yp + r * out, bp, (size_t)out * sizeof(float));
     }
-    if (R > 0 && out > 0)
+    /* A decoding step's few rows by a weight its state packed (gemm_packed.h); everything else goes to BLAS. */
+    if (R > 0 && out > 0 && !(w_own && qkv__gemm_xwt(ctx, R, out, in, x->data, in, w_own, yp, out, bias != NULL)))
         gemm_one(R, out, in, 1.0f, x->data, false, in, w->data, true, in, bias ? 1.0f : 0.0f, yp, out);
     qkv_tensor *ins[3] = {x, w, bias};
     qkv_node *n = qkv_record(ctx, y, "linear", linear_backward, bias ? 3 : 2, ins);

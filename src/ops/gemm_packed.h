@@ -1,0 +1,56 @@
+/* Small-M products with a fixed weight: y [M, N] (+)= x [M, K] W^T for W [N, K] packed once into panels.
+ * Not installed.
+ *
+ * A decoding step multiplies a few dozen rows by the same weights at every step. BLAS re-packs W on every call
+ * (at M <= 64 that copy costs as much as the product), so a decoding state packs each weight once and its steps
+ * run a kernel over the packed panels. Each output row is computed alone, over k in order, whatever M and the
+ * row's position in the tile: a row's result does not depend on what it is batched with (the same bits for M = 1
+ * and M = 64, up to QKV__PACKED_MAX_M rows). Paths per instruction set (core/isa.h) agree to rounding.
+ *
+ * Use from a model: a decoding state makes a qkv__packs, names the weights its steps may multiply by
+ * (qkv__packs_allow: parameters, never per-step data, since a pack is made once and trusted until freed) and hangs
+ * it on its work context (qkv__ctx_set_packs); qkv_linear and the recurrent cell then take the packed path for an
+ * allowed weight, packing it on its first product with M >= 2 (a batch of one stays a GEMV and never packs). */
+#ifndef QKV_OPS_GEMM_PACKED_H
+#define QKV_OPS_GEMM_PACKED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/visibility.h"
+#include "qkv/autograd.h"
+#include "qkv/error.h"
+#include "qkv/tensor.h"
+
+QKV_INTERNAL_BEGIN
+
+/* One packed weight. */
+typedef struct qkv__pack qkv__pack;
+
+/* Packs W [N, K] (row-major, contiguous). NULL with an error when out of memory or N, K < 1. */
+qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K);
+void qkv__pack_free(qkv__pack *p);
+/* y [M, N] (row stride ldy) = x [M, K] (row stride ldx) W^T, or y += it when accumulate. M >= 0. */
+void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                    bool accumulate);
+
+/* Most rows a context's product takes the packed path for. Beyond, BLAS's own blocking is faster (at 256 rows by
+ * an 8000 x 256 weight, 143 against 108 GFLOP/s on one AVX-512 core), and BLAS's per-call packing is amortised. */
+#define QKV__PACKED_MAX_M 128
+
+/* The packs of one decoding state: which weights may be packed, and the packs made so far. */
+typedef struct qkv__packs qkv__packs;
+
+qkv__packs *qkv__packs_new(void);
+void qkv__packs_free(qkv__packs *ps);
+/* Lets products by w (a parameter that does not change while ps lives), or by any block of its rows, be packed.
+ * NULL w, and a w that is not contiguous float32, are ignored (never packed). Error only when out of memory. */
+qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
+/* The packed path for ctx's packs: y [M, N] (+)= x W^T when W [N, K] (contiguous) lies in an allowed weight and is
+ * packed or M >= 2 (it is packed now). False when the caller must use BLAS (nothing written): no packs on ctx, W
+ * not allowed, M < 2 with no pack yet, M > QKV__PACKED_MAX_M, or out of memory. */
+bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
+                   float *y, int64_t ldy, bool accumulate);
+
+QKV_INTERNAL_END
+#endif

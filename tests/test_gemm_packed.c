@@ -1,0 +1,165 @@
+/* The small-M kernel over pre-packed weights (src/ops/gemm_packed.h): equal to cblas_sgemm within rounding on every
+ * instruction-set path the CPU runs, for edge sizes (rows past a tile, columns past a panel, strided rows); a row's
+ * bits do not depend on the rows beside it nor on the thread count (what lets batched decoding give the tokens of
+ * one-at-a-time decoding); and a context's packs are used only for allowed weights. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "ops/gemm_packed.h"
+#include "test.h"
+
+static float *rand_buf(uint64_t seed, size_t n) {
+    qkv_rng r;
+    qkv_rng_init(&r, seed);
+    float *v = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; v && i < n; i++) v[i] = 2.0f * qkv_rng_uniform(&r) - 1.0f;
+    return v;
+}
+
+/* Runs fn once per path this CPU supports, then restores the path in use. */
+static void each_isa(void (*fn)(qkv_isa)) {
+    qkv_isa was = qkv_cpu_isa();
+    for (int i = QKV_ISA_GENERIC; i <= QKV_ISA_AVX512; i++) {
+        if (!qkv_cpu_supports((qkv_isa)i)) continue;
+        CHECK_OK(qkv_cpu_set_isa((qkv_isa)i));
+        fn((qkv_isa)i);
+    }
+    CHECK_OK(qkv_cpu_set_isa(was));
+}
+
+/* Product of one size against BLAS, accumulating into a random y or overwriting it, with row strides wider than
+ * the rows; the padding between rows must stay untouched. */
+static void one_size(qkv_isa isa, int64_t M, int64_t N, int64_t K, bool accumulate) {
+    int64_t ldx = K + 3, ldy = N + 5;
+    float *W = rand_buf(1 + (uint64_t)(N * 31 + K), (size_t)(N * K)), *x = rand_buf(2 + (uint64_t)M, (size_t)(M * ldx));
+    float *y = rand_buf(3, (size_t)(M * ldy)), *ref = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+    qkv__pack *p = qkv__pack_new(W, N, K);
+    CHECK(p && W && x && y && ref);
+    if (!p || !W || !x || !y || !ref) goto done;
+    memcpy(ref, y, sizeof(float) * (size_t)(M * ldy));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)ldx, W, (int)K,
+                accumulate ? 1.0f : 0.0f, ref, (int)ldy);
+    float *pad_before = malloc(sizeof(float) * (size_t)(M * ldy));
+    memcpy(pad_before, y, sizeof(float) * (size_t)(M * ldy));
+    qkv__pack_gemm(p, M, x, ldx, y, ldy, accumulate);
+    double worst = 0;
+    bool pad_ok = true;
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double d = fabs((double)y[i * ldy + j] - (double)ref[i * ldy + j]);
+            double tol = 2e-6 * (double)K + 1e-6; /* |x|, |w| <= 1: rounding grows with K at worst */
+            if (d - tol > worst) worst = d - tol;
+        }
+        for (int64_t j = N; j < ldy; j++) pad_ok &= y[i * ldy + j] == pad_before[i * ldy + j];
+    }
+    CHECKF(worst <= 0, "%s M %lld N %lld K %lld accumulate %d: off by %g beyond tolerance", qkv_cpu_isa_name(isa),
+           (long long)M, (long long)N, (long long)K, (int)accumulate, worst);
+    CHECKF(pad_ok, "%s M %lld N %lld K %lld: wrote past a row", qkv_cpu_isa_name(isa), (long long)M, (long long)N,
+           (long long)K);
+    free(pad_before);
+done:
+    qkv__pack_free(p);
+    free(W);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+static void sizes_on(qkv_isa isa) {
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 64, 70};
+    static const int64_t Ns[] = {1, 15, 16, 17, 40};
+    static const int64_t Ks[] = {1, 7, 64, 257};
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) one_size(isa, Ms[a], Ns[b], Ks[c], (a + b + c) % 2);
+    one_size(isa, 64, 1000, 256, true); /* large enough for the threaded loop */
+}
+
+TEST(packed_matches_blas_on_every_path) { each_isa(sizes_on); }
+
+/* Row r of a product alone, at another place in a batch, or with another thread count: the same bits. */
+static void rows_alone_on(qkv_isa isa) {
+    int64_t M = 64, N = 300, K = 200;
+    float *W = rand_buf(11, (size_t)(N * K)), *x = rand_buf(12, (size_t)(M * K));
+    float *all = malloc(sizeof(float) * (size_t)(M * N)), *part = malloc(sizeof(float) * (size_t)(M * N));
+    qkv__pack *p = qkv__pack_new(W, N, K);
+    CHECK(p && W && x && all && part);
+    if (p && W && x && all && part) {
+        int threads = qkv_threads_get();
+        qkv_threads_set(1);
+        qkv__pack_gemm(p, M, x, K, all, N, false);
+        bool same = true;
+        for (int64_t r = 0; r < M; r += 7) { /* one row alone */
+            qkv__pack_gemm(p, 1, x + r * K, K, part, N, false);
+            same &= !memcmp(part, all + r * N, sizeof(float) * (size_t)N);
+        }
+        qkv__pack_gemm(p, 13, x + 5 * K, K, part, N, false); /* rows 5..17: other positions within the tiles */
+        same &= !memcmp(part, all + 5 * N, sizeof(float) * 13 * (size_t)N);
+        CHECKF(same, "%s: a row's result depends on the rows beside it", qkv_cpu_isa_name(isa));
+        qkv_threads_set(2);
+        qkv__pack_gemm(p, M, x, K, part, N, false);
+        CHECKF(!memcmp(part, all, sizeof(float) * (size_t)(M * N)), "%s: 2 threads differ from 1",
+               qkv_cpu_isa_name(isa));
+        qkv_threads_set(threads);
+    }
+    qkv__pack_free(p);
+    free(W);
+    free(x);
+    free(all);
+    free(part);
+}
+
+TEST(rows_do_not_depend_on_their_batch) { each_isa(rows_alone_on); }
+
+/* qkv__gemm_xwt takes the packed path for allowed weights (and row blocks of them) only, packs on the first
+ * product with several rows, and then serves single rows from the pack. */
+TEST(context_packs_only_allowed_weights) {
+    int64_t N = 48, K = 32;
+    qkv_tensor *w = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K)), *other = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K));
+    float *x = rand_buf(21, (size_t)(4 * K)), y[4 * 48], ref[4 * 48];
+    qkv_ctx *ctx = qkv_ctx_new();
+    qkv__packs *ps = qkv__packs_new();
+    CHECK(w && other && x && ctx && ps);
+    if (!w || !other || !x || !ctx || !ps) goto done;
+    float *wd = w->data;
+    for (int64_t i = 0; i < N * K; i++) wd[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+    CHECK(!qkv__gemm_xwt(ctx, 4, N, K, x, K, wd, y, N, false)); /* no packs on the context */
+    qkv__ctx_set_packs(ctx, ps);
+    CHECK_OK(qkv__packs_allow(ps, w));
+    CHECK(!qkv__gemm_xwt(ctx, 4, N, K, x, K, other->data, y, N, false)); /* not allowed */
+    CHECK_OK(qkv__packs_allow(ps, qkv_transpose(ctx, other, 0, 1)));      /* not contiguous: ignored */
+    CHECK(!qkv__gemm_xwt(ctx, 4, N, K, x, K, other->data, y, N, false));
+    CHECK(!qkv__gemm_xwt(ctx, 1, N, K, x, K, wd, y, N, false));          /* one row, nothing packed yet */
+    CHECK(qkv__gemm_xwt(ctx, 4, N, K, x, K, wd, y, N, false));           /* packs now */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 4, (int)N, (int)K, 1.0f, x, (int)K, wd, (int)K, 0.0f, ref,
+                (int)N);
+    double worst = 0;
+    for (int i = 0; i < 4 * N; i++) worst = fmax(worst, fabs((double)y[i] - (double)ref[i]));
+    CHECKF(worst < 1e-4, "packed product off by %g", worst);
+    float row[48];
+    CHECK(qkv__gemm_xwt(ctx, 1, N, K, x + K, K, wd, row, N, false)); /* the pack now serves one row */
+    CHECK(!memcmp(row, y + N, sizeof row));
+    /* the middle 16 rows of w (a block such as a fused projection's k part) */
+    CHECK(qkv__gemm_xwt(ctx, 2, 16, K, x, K, wd + 16 * K, y, 16, false));
+    CHECK(!qkv__gemm_xwt(ctx, 2, 16, K, x, K, wd + 40 * K, y, 16, false)); /* runs past w's end */
+    float *big = calloc((size_t)(QKV__PACKED_MAX_M + 1) * (size_t)(K + N), sizeof(float));
+    CHECK(big && !qkv__gemm_xwt(ctx, QKV__PACKED_MAX_M + 1, N, K, big, K, wd, big + (QKV__PACKED_MAX_M + 1) * K, N,
+                                false)); /* many rows: BLAS */
+    free(big);
+done:
+    qkv_ctx_free(ctx);
+    qkv__packs_free(ps);
+    qkv_tensor_free(w);
+    qkv_tensor_free(other);
+    free(x);
+}
+
+int main(void) {
+    RUN(packed_matches_blas_on_every_path);
+    RUN(rows_do_not_depend_on_their_batch);
+    RUN(context_packs_only_allowed_weights);
+    return test_finish();
+}
