@@ -24,6 +24,33 @@
 #include <immintrin.h>
 #endif
 
+/* Each tile is a function for its ISA. In a native build (QKV_NATIVE_BUILD) the whole file is already compiled for
+ * the building CPU, and a narrower target attribute could not inline the intrinsics: the tiles then carry no
+ * attribute and exist only for the ISAs that CPU has. */
+#if QKV_X86_KERNELS && !defined(QKV_NATIVE_BUILD)
+#define GP_HAVE_AVX2 1
+#define GP_HAVE_AVX512 1
+#define GP_T2 QKV_TARGET_AVX2
+#define GP_T512 QKV_TARGET_AVX512
+#elif QKV_X86_KERNELS
+#define GP_T2
+#define GP_T512
+#if defined(__AVX2__) && defined(__FMA__)
+#define GP_HAVE_AVX2 1
+#else
+#define GP_HAVE_AVX2 0
+#endif
+#if defined(__AVX512F__)
+#define GP_HAVE_AVX512 1
+#else
+#define GP_HAVE_AVX512 0
+#endif
+#endif
+#ifndef GP_HAVE_AVX2
+#define GP_HAVE_AVX2 0
+#define GP_HAVE_AVX512 0
+#endif
+
 #define NR 16
 #define MR_MAX 8
 #define PAR_MIN_FLOPS (1 << 20) /* below this many multiply-adds one thread does the whole product */
@@ -49,9 +76,9 @@ static void tile_generic(const float *const *xr, const float *P, int64_t K, floa
     memcpy(t, acc, sizeof acc);
 }
 
-#if QKV_X86_KERNELS
+#if GP_HAVE_AVX2
 /* AVX2 + FMA: 4 rows x 2 ymm = 8 accumulators, enough to cover the FMA latency on two ports. */
-static QKV_TARGET_AVX2 void tile_avx2(const float *const *xr, const float *P, int64_t K, float *t) {
+static GP_T2 void tile_avx2(const float *const *xr, const float *P, int64_t K, float *t) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
     for (int64_t k = 0; k < K; k++) {
@@ -79,8 +106,10 @@ static QKV_TARGET_AVX2 void tile_avx2(const float *const *xr, const float *P, in
     _mm256_storeu_ps(t + 56, c31);
 }
 
+#endif
+#if GP_HAVE_AVX512
 /* AVX-512: 8 rows x 1 zmm. */
-static QKV_TARGET_AVX512 void tile_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
+static GP_T512 void tile_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
     __m512 c[MR_MAX];
     for (int i = 0; i < MR_MAX; i++) c[i] = _mm512_setzero_ps();
     const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3], *x4 = xr[4], *x5 = xr[5], *x6 = xr[6],
@@ -101,7 +130,7 @@ static QKV_TARGET_AVX512 void tile_avx512(const float *const *xr, const float *P
 
 /* AVX-512 over two adjacent panels (P and P + K * NR): 8 rows x 2 zmm = 16 accumulators, 10 loads per 16 FMAs
  * instead of 9 per 8. t is [2][8][NR]. Each output is the same sum in the same order as in tile_avx512. */
-static QKV_TARGET_AVX512 void tile2_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
+static GP_T512 void tile2_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
     __m512 c[MR_MAX], d[MR_MAX];
     for (int i = 0; i < MR_MAX; i++) c[i] = d[i] = _mm512_setzero_ps();
     const float *P1 = P + K * NR;
@@ -172,8 +201,12 @@ void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, 
     int mr = 4;
 #if QKV_X86_KERNELS
     switch (qkv__isa()) {
+#if GP_HAVE_AVX512
     case QKV_ISA_AVX512: tile = tile_avx512, tile2 = tile2_avx512, mr = 8; break;
+#endif
+#if GP_HAVE_AVX2
     case QKV_ISA_AVX2: tile = tile_avx2, mr = 4; break;
+#endif
     default: break;
     }
 #endif
