@@ -355,6 +355,11 @@ static qkv_status share_outcome(loop_ctx *L, qkv_status st, bool *stop) {
  * [count r / N, count (r + 1) / N), so N ranks see the batch one process would, whatever N. Ends with every
  * gradient and *loss those of the global batch's mean loss, identical on every rank. *halt: a stop request or the
  * time limit (rank 0's clock) seen by any rank; nothing was computed. */
+/* The training loss of one batch: the task's own head where the engine owns it (extractive QA), else the model's. */
+static qkv_tensor *batch_loss(qkv_run *r, const qkv_batch *b) {
+    return r->task.kind == TASK_QA ? qkv__qa_loss(r, b) : r->type->loss(r->ctx, r->model, b);
+}
+
 static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool want_stop, bool out_of_time,
                             double *loss, double *real, bool *halt, qkv_train_outcome *why) {
     qkv_run *r = L->r;
@@ -386,7 +391,7 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
     if (!L->zero) qkv__grad_sync_begin(L->sync, (float)share);
     if (!L->zero && qkv__grad_sync_buckets(L->sync) > 1)
         qkv_ctx_set_grad_ready(r->ctx, qkv__grad_sync_ready, L->sync);
-    qkv_tensor *loss_t = hi > lo ? r->type->loss(r->ctx, r->model, &b) : NULL;
+    qkv_tensor *loss_t = hi > lo ? batch_loss(r, &b) : NULL;
     bool failed = hi > lo && (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK);
     char message[480] = "";
     qkv_status fst = failed ? (qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID) : QKV_OK;
@@ -402,6 +407,29 @@ static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool
     if (sums[1] > 0) return qkv_error_set(QKV_ERR_INVALID, "step %ld: another rank failed", r->state.step + 1);
     *loss = sums[0];
     return QKV_OK;
+}
+
+/* The "train" record of the steps since the last one (tokens of them since *t_log, which moves to now); "ranks" only
+ * when distributed. */
+static qkv_status log_train(loop_ctx *L, double lr, double grad_norm, double tokens, double *t_log) {
+    qkv_run *r = L->r;
+    double t = now();
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "kind", "train");
+    cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
+    cJSON_AddNumberToObject(rec, "epoch", (double)r->state.data_epoch);
+    cJSON_AddNumberToObject(rec, "loss", r->loop.acc_steps ? r->loop.acc_loss / (double)r->loop.acc_steps : NAN);
+    cJSON_AddNumberToObject(rec, "lr", lr);
+    cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
+    if (L->world > 1) cJSON_AddNumberToObject(rec, "ranks", L->world);
+    cJSON_AddNumberToObject(rec, "tok_per_s", t > *t_log ? tokens / (t - *t_log) : 0);
+    cJSON_AddNumberToObject(rec, "train_seconds", t - L->t0 - L->paused);
+    cJSON_AddNumberToObject(rec, "elapsed", t - L->t0);
+    curves_note(&L->curves, rec);
+    r->loop.acc_loss = 0;
+    r->loop.acc_steps = 0;
+    *t_log = t;
+    return emit(L, rec);
 }
 
 static void pick_metric(loop_ctx *L) {
@@ -482,6 +510,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         int64_t count = 0;
         st = next_batch(&L, &idx, &count);
         if (st) break;
+        if (qkv__finetune_due(r, r->state.step) && (st = qkv__finetune_apply(r, r->state.step, false))) break;
         bool halt = false;
         double loss = 0, real = 0;
         st = dist_step(&L, idx, count, want_stop, out_of_time, &loss, &real, &halt, &out);
@@ -514,25 +543,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (hooks && hooks->on_step) hooks->on_step(hooks->user, r->state.step, total, loss, lr, real);
         bool logged = r->state.step % log_every == 0;
         if (logged) {
-            double t = now();
-            cJSON *rec = cJSON_CreateObject();
-            cJSON_AddStringToObject(rec, "kind", "train");
-            cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
-            cJSON_AddNumberToObject(rec, "epoch", (double)r->state.data_epoch);
-            cJSON_AddNumberToObject(rec, "loss", r->loop.acc_steps ? r->loop.acc_loss / (double)r->loop.acc_steps
-                                                                   : NAN);
-            cJSON_AddNumberToObject(rec, "lr", lr);
-            cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
-            cJSON_AddNumberToObject(rec, "ranks", L.world);
-            cJSON_AddNumberToObject(rec, "tok_per_s", t > t_log ? tokens / (t - t_log) : 0);
-            cJSON_AddNumberToObject(rec, "train_seconds", t - L.t0 - L.paused);
-            cJSON_AddNumberToObject(rec, "elapsed", t - L.t0);
-            curves_note(&L.curves, rec);
-            st = emit(&L, rec);
-            r->loop.acc_loss = 0;
-            r->loop.acc_steps = 0;
+            st = log_train(&L, lr, grad_norm, tokens, &t_log);
             tokens = 0;
-            t_log = t;
         }
         bool stop = false;
         bool evaluate = r->have_dev && eval_every > 0 && r->state.step % eval_every == 0;
@@ -571,9 +583,7 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         qkv_ctx_set_grad(r->ctx, true);
         qkv_batch b;
         st = qkv__batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
-        qkv_tensor *loss_t = st != QKV_OK             ? NULL
-                             : r->task.kind == TASK_QA ? qkv__qa_loss(r, &b)
-                                                       : r->type->loss(r->ctx, r->model, &b);
+        qkv_tensor *loss_t = st != QKV_OK ? NULL : batch_loss(r, &b);
         if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
             st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
                                r->state.step + 1, qkv_last_error());
@@ -604,24 +614,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         /* Logs and evals keep their cadence even at the last step, so a run that is later extended with --resume
          * logs exactly what one run of the full length would have. The "end" record marks where a run stopped. */
         if (r->state.step % log_every == 0) {
-            double t = now();
-            cJSON *rec = cJSON_CreateObject();
-            cJSON_AddStringToObject(rec, "kind", "train");
-            cJSON_AddNumberToObject(rec, "step", (double)r->state.step);
-            cJSON_AddNumberToObject(rec, "epoch", (double)r->state.data_epoch);
-            cJSON_AddNumberToObject(rec, "loss", r->loop.acc_steps ? r->loop.acc_loss / (double)r->loop.acc_steps
-                                                                   : NAN);
-            cJSON_AddNumberToObject(rec, "lr", lr);
-            cJSON_AddNumberToObject(rec, "grad_norm", grad_norm);
-            cJSON_AddNumberToObject(rec, "tok_per_s", t > t_log ? tokens / (t - t_log) : 0);
-            cJSON_AddNumberToObject(rec, "train_seconds", t - L.t0 - L.paused);
-            cJSON_AddNumberToObject(rec, "elapsed", t - L.t0);
-            curves_note(&L.curves, rec);
-            st = emit(&L, rec);
-            r->loop.acc_loss = 0;
-            r->loop.acc_steps = 0;
+            st = log_train(&L, lr, grad_norm, tokens, &t_log);
             tokens = 0;
-            t_log = t;
         }
         bool stop = false;
         if (st == QKV_OK && r->have_dev && eval_every > 0 && r->state.step % eval_every == 0)
