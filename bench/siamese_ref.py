@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "quality"))
 from siamese import triplet_loss  # noqa: E402  (the loss the quality comparison uses)
+from configs_entry import DEFAULT_FILE, entry  # noqa: E402
 
 DEFAULTS = {"vocab": 8192, "d_model": 128, "n_layers": 1, "batch": 32, "seq_len": 32, "margin": 0.25}
 
@@ -36,17 +37,6 @@ class Encoder(torch.nn.Module):
 
 
 
-def entry(path, name):
-    """DEFAULTS overridden by the sizes of the configs file's entry (as qkv bench reads the same entry)."""
-    c = dict(DEFAULTS, lr=1e-3)
-    if path and os.path.exists(path):
-        with open(path) as f:
-            e = json.load(f).get(name, {})
-        c.update({k: v for k, v in e.items() if k in DEFAULTS})
-        c["lr"] = e.get("optimizer", {}).get("lr", c["lr"])
-    return c
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
@@ -54,17 +44,17 @@ def main():
     ap.add_argument("--max-steps", type=int, default=200)
     ap.add_argument("--min-steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--configs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs.json"),
+    ap.add_argument("--configs", default=DEFAULT_FILE,
                     help="a configs file whose \"siamese\" entry overrides the sizes (default: bench/configs.json)")
     ap.add_argument("--seq-len", type=int, default=0)
     a = ap.parse_args()
-    c = entry(a.configs, "siamese")
+    c, opt_cfg = entry(a.configs, "siamese", DEFAULTS, {"lr": 1e-3})
     if a.seq_len:
         c["seq_len"] = a.seq_len
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
     enc = Encoder(c)
-    opt = torch.optim.Adam(enc.parameters(), lr=c["lr"])
+    opt = torch.optim.Adam(enc.parameters(), lr=opt_cfg["lr"])
     B, T, H = c["batch"], c["seq_len"], c["d_model"]
     xa, xb = torch.randint(0, c["vocab"], (B, T)), torch.randint(0, c["vocab"], (B, T))
     mask = torch.ones(B, T)

@@ -24,20 +24,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
 from lm_model import GPT  # noqa: E402  (qkv's gpt model as torch modules)
+from configs_entry import DEFAULT_FILE, entry  # noqa: E402
 
 DEFAULTS = {"vocab": 8192, "d_model": 256, "n_layers": 4, "n_heads": 4, "d_ff": 1024, "seq_len": 192, "batch": 32,
             "summary_len": 32}
 OPT = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
-
-
-def entry(path):
-    c, o = dict(DEFAULTS), dict(OPT)
-    if path and os.path.exists(path):
-        with open(path) as f:
-            e = json.load(f).get("summarize", {})
-        c.update({k: v for k, v in e.items() if k in DEFAULTS})
-        o.update({k: v for k, v in e.get("optimizer", {}).items() if k in OPT})
-    return c, o
 
 
 def cached_forward(m, ids, cache):
@@ -66,14 +57,14 @@ def cached_forward(m, ids, cache):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["train", "gen"], default="train")
-    ap.add_argument("--configs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs.json"))
+    ap.add_argument("--configs", default=DEFAULT_FILE)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-seconds", type=float, default=40.0)
     ap.add_argument("--max-steps", type=int, default=0, help="default 200 (train), 5 (gen), as qkv bench")
     ap.add_argument("--min-steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=0, help="default 3 (train), 1 (gen), as qkv bench")
     a = ap.parse_args()
-    c, oc = entry(a.configs)
+    c, oc = entry(a.configs, "summarize", DEFAULTS, OPT)
     gen = a.mode == "gen"
     max_steps = a.max_steps or (5 if gen else 200)
     warmup = a.warmup or (1 if gen else 3)

@@ -19,20 +19,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
 from tagger_model import Tagger  # noqa: E402
+from configs_entry import DEFAULT_FILE, entry  # noqa: E402
 
 DEFAULTS = {"vocab": 20000, "n_tags": 12, "d_model": 128, "n_layers": 1, "batch": 32, "seq_len": 32, "encoder": "lstm"}
 
-
-
-def entry(path, name):
-    """DEFAULTS overridden by the sizes of the configs file's entry (as qkv bench reads the same entry)."""
-    c = dict(DEFAULTS, lr=1e-3)
-    if path and os.path.exists(path):
-        with open(path) as f:
-            e = json.load(f).get(name, {})
-        c.update({k: v for k, v in e.items() if k in DEFAULTS})
-        c["lr"] = e.get("optimizer", {}).get("lr", c["lr"])
-    return c
 
 
 def main():
@@ -42,18 +32,18 @@ def main():
     ap.add_argument("--max-steps", type=int, default=200)
     ap.add_argument("--min-steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--configs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs.json"),
+    ap.add_argument("--configs", default=DEFAULT_FILE,
                     help="a configs file whose \"tagger\" entry overrides the sizes (default: bench/configs.json)")
     ap.add_argument("--encoder", default=None)
     a = ap.parse_args()
-    c = entry(a.configs, "tagger")
+    c, opt_cfg = entry(a.configs, "tagger", DEFAULTS, {"lr": 1e-3})
     if a.encoder:
         c["encoder"] = a.encoder
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
     V, C, B, T = c["vocab"], c["n_tags"], c["batch"], c["seq_len"]
     model = Tagger(V, C, c["d_model"], layers=c["n_layers"], encoder=c["encoder"])
-    opt = torch.optim.Adam(model.parameters(), lr=c["lr"])
+    opt = torch.optim.Adam(model.parameters(), lr=opt_cfg["lr"])
     ids = torch.randint(0, V, (B, T))
     tags = torch.randint(0, C, (B, T))
     mask = torch.ones(B, T, dtype=torch.int32)
