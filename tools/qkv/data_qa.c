@@ -48,6 +48,9 @@ int cli_data_cloze_qa(int argc, char **argv) {
     int64_t n = 0;
     qkv_status st = qkv_cloze_qa(in, out, &o, &n);
     int rc = st ? cli_error("data", cli_status_exit(st), "%s", qkv_last_error()) : CLI_OK;
+    if (rc == CLI_OK && n == 0) /* an empty dataset is never what was asked for */
+        rc = cli_error("data", CLI_INPUT, "%s: no question could be built (it needs %d sentences of context and a "
+                       "next sentence with a blankable word)", in, o.context_sentences);
     rc = cli_out_close("data", out, out_path, tmp, rc);
     if (rc) return rc;
     fprintf(stderr, "%lld questions\n", (long long)n);
