@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/classifier_adapter.h"
 #include "qkv/ops.h"
 #include "qkv/rnn_classifier.h"
 #include "qkv/schema.h"
@@ -136,6 +137,15 @@ static const qkv_field fields[] = {
 static const qkv_schema schema = QKV_SCHEMA("model", rnn_opts, fields, NULL);
 static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
+static qkv_tensor *rnn_logits(qkv_ctx *ctx, const void *net, const qkv_batch *b, qkv_attention_maps *maps) {
+    (void)maps;
+    return qkv_rnn_classifier_logits(ctx, net, b->ids, b->mask);
+}
+
+static void rnn_free(void *net) { qkv_rnn_classifier_free(net); }
+
+static const qkv__classifier kind = {.name = "rnn_classifier", .logits = rnn_logits, .free = rnn_free};
+
 static qkv_model *rnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     rnn_opts o;
     if (!info) {
@@ -150,27 +160,7 @@ static qkv_model *rnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_pa
     c.hidden = o.hidden;
     c.n_layers = (int)o.n_layers;
     c.dropout = (float)o.dropout;
-    return (qkv_model *)qkv_rnn_classifier_new(&c, params, rng);
-}
-
-static void rnn_free(qkv_model *m) { qkv_rnn_classifier_free((qkv_rnn_classifier *)m); }
-
-static qkv_tensor *rnn_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
-    if (maps) maps->n_layers = 0;
-    if (!b || !b->ids) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: batch has no ids");
-        return NULL;
-    }
-    return qkv_log_softmax(ctx, qkv_rnn_classifier_logits(ctx, (const qkv_rnn_classifier *)m, b->ids, b->mask), -1);
-}
-
-static qkv_tensor *rnn_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    if (!b || !b->ids || !b->labels) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: batch has no ids or no labels");
-        return NULL;
-    }
-    return qkv_cross_entropy(ctx, qkv_rnn_classifier_logits(ctx, (const qkv_rnn_classifier *)m, b->ids, b->mask),
-                             b->labels, NULL);
+    return qkv__classifier_model(&kind, qkv_rnn_classifier_new(&c, params, rng));
 }
 
 static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -182,8 +172,8 @@ const qkv_model_type qkv_model_rnn_classifier = {
     .config = &schema,
     .default_config = defaults_json,
     .create = rnn_create,
-    .free = rnn_free,
-    .loss = rnn_loss,
-    .forward = rnn_forward,
+    .free = qkv__classifier_free,
+    .loss = qkv__classifier_loss,
+    .forward = qkv__classifier_forward,
     .embeddings = embeddings,
 };
