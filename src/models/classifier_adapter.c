@@ -32,6 +32,28 @@ void qkv__classifier_free(qkv_model *m) {
     free(m);
 }
 
+qkv_tensor *qkv__classifier_apply(qkv_ctx *ctx, const char *name, const qkv_layer *net, qkv_tensor *ids,
+                                  qkv_tensor *mask) {
+    if (!ids) return NULL;
+    if (!net) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: model is not built", name);
+        return NULL;
+    }
+    char s[96];
+    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1) {
+        qkv_error_set(QKV_ERR_INVALID, "%s: ids %s must be int32 [batch, time >= 1]", name,
+                      qkv_shape_str(ids, s, sizeof s));
+        return NULL;
+    }
+    if (!mask) {
+        mask = qkv_ctx_tensor(ctx, QKV_F32, 2, ids->shape);
+        if (!mask) return NULL;
+        for (int64_t i = 0; i < qkv_numel(mask); i++) qkv_f32(mask)[i] = 1.0f;
+    }
+    qkv_tensor *out[1] = {0};
+    return qkv_layer_apply(ctx, net, 2, (qkv_tensor *[]){ids, mask}, out) ? NULL : out[0];
+}
+
 qkv_tensor *qkv__classifier_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
     if (maps) maps->n_layers = 0;
     if (!b || !b->ids) {

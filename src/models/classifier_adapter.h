@@ -8,6 +8,7 @@
 
 #include "core/visibility.h"
 #include "qkv/model.h"
+#include "qkv/nn.h"
 
 typedef struct qkv__classifier {
     const char *name; /* the model type's name, for error messages */
@@ -29,6 +30,11 @@ void *qkv__classifier_net(const qkv_model *m);
 void qkv__classifier_free(qkv_model *m);
 qkv_tensor *qkv__classifier_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps);
 qkv_tensor *qkv__classifier_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b);
+/* The logits of a network on the combinators that reads (ids [B, T] int32, token mask [B, T]); a NULL mask counts
+ * every token. ids NULL: NULL (an earlier op failed); a network not built or ids of another shape: NULL with an
+ * error naming the model. */
+qkv_tensor *qkv__classifier_apply(qkv_ctx *ctx, const char *name, const qkv_layer *net, qkv_tensor *ids,
+                                  qkv_tensor *mask);
 QKV_INTERNAL_END
 
 #endif

@@ -100,24 +100,7 @@ void qkv_cnn_classifier_free(qkv_cnn_classifier *m) {
 }
 
 qkv_tensor *qkv_cnn_classifier_logits(qkv_ctx *ctx, const qkv_cnn_classifier *m, qkv_tensor *ids, qkv_tensor *mask) {
-    if (!ids) return NULL;
-    if (!m || !m->net) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: model is not built");
-        return NULL;
-    }
-    char s[96];
-    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: ids %s must be int32 [batch, time >= 1]",
-                      qkv_shape_str(ids, s, sizeof s));
-        return NULL;
-    }
-    if (!mask) {
-        mask = qkv_ctx_tensor(ctx, QKV_F32, 2, ids->shape);
-        if (!mask) return NULL;
-        for (int64_t i = 0; i < qkv_numel(mask); i++) qkv_f32(mask)[i] = 1.0f;
-    }
-    qkv_tensor *out[1] = {0};
-    return qkv_layer_apply(ctx, m->net, 2, (qkv_tensor *[]){ids, mask}, out) ? NULL : out[0];
+    return qkv__classifier_apply(ctx, "cnn_classifier", m ? m->net : NULL, ids, mask);
 }
 
 /* ---- The model type ("cnn_classifier") --------------------------------------------------------------------- */
