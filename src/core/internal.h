@@ -38,14 +38,6 @@ bool qkv__check_f32(const char *op, const qkv_tensor *t, const char *arg);
 /* Like qkv_grad_for, but when the gradient buffer is created by this call it is left uninitialised and *fresh is
  * set: the caller must then overwrite every element instead of accumulating. */
 qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh);
-/* If t is a view swapping the last two dims of a tensor x (qkv_transpose(x, -1, -2) or an equivalent permute),
- * returns x; else NULL. Lets matmul take x^T as a BLAS flag and write x's gradient directly. */
-qkv_tensor *qkv__transposed_source(const qkv_tensor *t);
-/* Write NumPy broadcast shape of a and b into out; false (error set) if incompatible. */
-bool qkv__broadcast_shape(const char *op, const qkv_tensor *a, const qkv_tensor *b, int *ndim, int64_t *shape);
-/* Reduce a contiguous gradient g of shape `gshape` onto `dst` (shape of an input that was broadcast), adding. */
-void qkv__reduce_broadcast_add(float *dst, const qkv_tensor *dst_like, const float *g, int gndim,
-                               const int64_t *gshape);
 
 /* The packed weights ops may use in this context (ops/gemm_packed.h), borrowed from their owner (a decoding
  * state); NULL: none, every product goes to BLAS. Core only carries the pointer. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/classifier_adapter.h"
 #include "qkv/cnn_classifier.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
@@ -99,24 +100,7 @@ void qkv_cnn_classifier_free(qkv_cnn_classifier *m) {
 }
 
 qkv_tensor *qkv_cnn_classifier_logits(qkv_ctx *ctx, const qkv_cnn_classifier *m, qkv_tensor *ids, qkv_tensor *mask) {
-    if (!ids) return NULL;
-    if (!m || !m->net) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: model is not built");
-        return NULL;
-    }
-    char s[96];
-    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: ids %s must be int32 [batch, time >= 1]",
-                      qkv_shape_str(ids, s, sizeof s));
-        return NULL;
-    }
-    if (!mask) {
-        mask = qkv_ctx_tensor(ctx, QKV_F32, 2, ids->shape);
-        if (!mask) return NULL;
-        for (int64_t i = 0; i < qkv_numel(mask); i++) qkv_f32(mask)[i] = 1.0f;
-    }
-    qkv_tensor *out[1] = {0};
-    return qkv_layer_apply(ctx, m->net, 2, (qkv_tensor *[]){ids, mask}, out) ? NULL : out[0];
+    return qkv__classifier_apply(ctx, "cnn_classifier", m ? m->net : NULL, ids, mask);
 }
 
 /* ---- The model type ("cnn_classifier") --------------------------------------------------------------------- */
@@ -163,6 +147,15 @@ static qkv_status check_opts(const void *p) {
 static const qkv_schema schema = QKV_SCHEMA("model", cnn_opts, fields, check_opts);
 static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
+static qkv_tensor *cnn_logits(qkv_ctx *ctx, const void *net, const qkv_batch *b, qkv_attention_maps *maps) {
+    (void)maps;
+    return qkv_cnn_classifier_logits(ctx, net, b->ids, b->mask);
+}
+
+static void cnn_free(void *net) { qkv_cnn_classifier_free(net); }
+
+static const qkv__classifier kind = {.name = "cnn_classifier", .logits = cnn_logits, .free = cnn_free};
+
 static qkv_model *cnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     cnn_opts o;
     if (!info) {
@@ -184,27 +177,7 @@ static qkv_model *cnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_pa
                               (long long)info->max_len);
                 return NULL;
             }
-    return (qkv_model *)qkv_cnn_classifier_new(&c, params, rng);
-}
-
-static void cnn_free(qkv_model *m) { qkv_cnn_classifier_free((qkv_cnn_classifier *)m); }
-
-static qkv_tensor *cnn_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
-    if (maps) maps->n_layers = 0;
-    if (!b || !b->ids) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: batch has no ids");
-        return NULL;
-    }
-    return qkv_log_softmax(ctx, qkv_cnn_classifier_logits(ctx, (const qkv_cnn_classifier *)m, b->ids, b->mask), -1);
-}
-
-static qkv_tensor *cnn_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    if (!b || !b->ids || !b->labels) {
-        qkv_error_set(QKV_ERR_INVALID, "cnn_classifier: batch has no ids or no labels");
-        return NULL;
-    }
-    return qkv_cross_entropy(ctx, qkv_cnn_classifier_logits(ctx, (const qkv_cnn_classifier *)m, b->ids, b->mask),
-                             b->labels, NULL);
+    return qkv__classifier_model(&kind, qkv_cnn_classifier_new(&c, params, rng));
 }
 
 static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -216,8 +189,8 @@ const qkv_model_type qkv_model_cnn_classifier = {
     .config = &schema,
     .default_config = defaults_json,
     .create = cnn_create,
-    .free = cnn_free,
-    .loss = cnn_loss,
-    .forward = cnn_forward,
+    .free = qkv__classifier_free,
+    .loss = qkv__classifier_loss,
+    .forward = qkv__classifier_forward,
     .embeddings = embeddings,
 };

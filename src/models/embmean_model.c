@@ -1,17 +1,12 @@
 /* The embedding-mean classifier (embmean.h) as a model type the training engine can drive. */
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdlib.h>
 
+#include "models/classifier_adapter.h"
 #include "qkv/embmean.h"
 #include "qkv/error.h"
 #include "qkv/model.h"
-#include "qkv/ops.h"
 #include "qkv/schema.h"
-
-struct qkv_model {
-    qkv_embmean m;
-};
 
 typedef struct embmean_opts {
     int64_t dim;
@@ -23,6 +18,13 @@ static const qkv_field fields[] = {
 static const qkv_schema schema = QKV_SCHEMA("model", embmean_opts, fields, NULL);
 static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
+static qkv_tensor *log_probs(qkv_ctx *ctx, const void *net, const qkv_batch *b, qkv_attention_maps *maps) {
+    (void)maps;
+    return qkv_embmean_forward(ctx, net, b->ids, b->mask);
+}
+
+static const qkv__classifier kind = {.name = "embmean", .logits = log_probs, .free = free, .log_probs = true};
+
 static qkv_model *create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     embmean_opts o;
     if (qkv_model_config(&schema, cfg, &o)) return NULL;
@@ -31,28 +33,16 @@ static qkv_model *create(const cJSON *cfg, const qkv_task_info *info, qkv_params
                       (long long)info->n_classes);
         return NULL;
     }
-    qkv_model *m = calloc(1, sizeof *m);
+    qkv_embmean *m = calloc(1, sizeof *m);
     if (!m) {
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (qkv_embmean_init(&m->m, params, info->vocab_size, o.dim, info->n_classes, rng) != QKV_OK) {
+    if (qkv_embmean_init(m, params, info->vocab_size, o.dim, info->n_classes, rng) != QKV_OK) {
         free(m);
         return NULL;
     }
-    return m;
-}
-
-static void destroy(qkv_model *m) { free(m); }
-
-static qkv_tensor *forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
-    if (maps) maps->n_layers = 0;
-    return qkv_embmean_forward(ctx, &m->m, b->ids, b->mask);
-}
-
-/* Cross-entropy of log-probabilities: log_softmax leaves them unchanged, so this is their negative mean. */
-static qkv_tensor *loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    return qkv_cross_entropy(ctx, forward(ctx, m, b, NULL), b->labels, NULL);
+    return qkv__classifier_model(&kind, m);
 }
 
 static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -64,8 +54,8 @@ const qkv_model_type qkv_model_embmean = {
     .config = &schema,
     .default_config = defaults_json,
     .create = create,
-    .free = destroy,
-    .loss = loss,
-    .forward = forward,
+    .free = qkv__classifier_free,
+    .loss = qkv__classifier_loss,
+    .forward = qkv__classifier_forward,
     .embeddings = embeddings,
 };

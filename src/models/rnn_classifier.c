@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/classifier_adapter.h"
 #include "qkv/ops.h"
 #include "qkv/rnn_classifier.h"
 #include "qkv/schema.h"
@@ -95,24 +96,7 @@ void qkv_rnn_classifier_free(qkv_rnn_classifier *m) {
 }
 
 qkv_tensor *qkv_rnn_classifier_logits(qkv_ctx *ctx, const qkv_rnn_classifier *m, qkv_tensor *ids, qkv_tensor *mask) {
-    if (!ids) return NULL;
-    if (!m || !m->net) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: model is not built");
-        return NULL;
-    }
-    char s[96];
-    if (ids->dtype != QKV_I32 || ids->ndim != 2 || ids->shape[1] < 1) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: ids %s must be int32 [batch, time >= 1]",
-                      qkv_shape_str(ids, s, sizeof s));
-        return NULL;
-    }
-    if (!mask) {
-        mask = qkv_ctx_tensor(ctx, QKV_F32, 2, ids->shape);
-        if (!mask) return NULL;
-        for (int64_t i = 0; i < qkv_numel(mask); i++) qkv_f32(mask)[i] = 1.0f;
-    }
-    qkv_tensor *out[1] = {0};
-    return qkv_layer_apply(ctx, m->net, 2, (qkv_tensor *[]){ids, mask}, out) ? NULL : out[0];
+    return qkv__classifier_apply(ctx, "rnn_classifier", m ? m->net : NULL, ids, mask);
 }
 
 /* ---- The model type ("rnn_classifier") --------------------------------------------------------------------- */
@@ -136,6 +120,15 @@ static const qkv_field fields[] = {
 static const qkv_schema schema = QKV_SCHEMA("model", rnn_opts, fields, NULL);
 static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
 
+static qkv_tensor *rnn_logits(qkv_ctx *ctx, const void *net, const qkv_batch *b, qkv_attention_maps *maps) {
+    (void)maps;
+    return qkv_rnn_classifier_logits(ctx, net, b->ids, b->mask);
+}
+
+static void rnn_free(void *net) { qkv_rnn_classifier_free(net); }
+
+static const qkv__classifier kind = {.name = "rnn_classifier", .logits = rnn_logits, .free = rnn_free};
+
 static qkv_model *rnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     rnn_opts o;
     if (!info) {
@@ -150,27 +143,7 @@ static qkv_model *rnn_create(const cJSON *cfg, const qkv_task_info *info, qkv_pa
     c.hidden = o.hidden;
     c.n_layers = (int)o.n_layers;
     c.dropout = (float)o.dropout;
-    return (qkv_model *)qkv_rnn_classifier_new(&c, params, rng);
-}
-
-static void rnn_free(qkv_model *m) { qkv_rnn_classifier_free((qkv_rnn_classifier *)m); }
-
-static qkv_tensor *rnn_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
-    if (maps) maps->n_layers = 0;
-    if (!b || !b->ids) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: batch has no ids");
-        return NULL;
-    }
-    return qkv_log_softmax(ctx, qkv_rnn_classifier_logits(ctx, (const qkv_rnn_classifier *)m, b->ids, b->mask), -1);
-}
-
-static qkv_tensor *rnn_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    if (!b || !b->ids || !b->labels) {
-        qkv_error_set(QKV_ERR_INVALID, "rnn_classifier: batch has no ids or no labels");
-        return NULL;
-    }
-    return qkv_cross_entropy(ctx, qkv_rnn_classifier_logits(ctx, (const qkv_rnn_classifier *)m, b->ids, b->mask),
-                             b->labels, NULL);
+    return qkv__classifier_model(&kind, qkv_rnn_classifier_new(&c, params, rng));
 }
 
 static const qkv_model_embedding embeddings[] = {{"embedding.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -182,8 +155,8 @@ const qkv_model_type qkv_model_rnn_classifier = {
     .config = &schema,
     .default_config = defaults_json,
     .create = rnn_create,
-    .free = rnn_free,
-    .loss = rnn_loss,
-    .forward = rnn_forward,
+    .free = qkv__classifier_free,
+    .loss = qkv__classifier_loss,
+    .forward = qkv__classifier_forward,
     .embeddings = embeddings,
 };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/classifier_adapter.h"
 #include "qkv/model.h"
 #include "qkv/ops.h"
 #include "qkv/safetensors.h"
@@ -127,10 +128,6 @@ qkv_tensor *qkv_tcls_forward(qkv_ctx *ctx, const qkv_tcls *m, qkv_tensor *ids, c
 
 /* ---- The model type ("transformer_classifier") ------------------------------------------------------------- */
 
-struct qkv_model {
-    qkv_tcls net;
-};
-
 /* The "model" fields, declared once. */
 typedef struct tcls_opts {
     int64_t d_model, n_layers, n_heads, d_ff, max_len, adapter_dim;
@@ -214,6 +211,35 @@ static qkv_status parse_config(const cJSON *cfg, const qkv_task_info *info, qkv_
     return QKV_OK;
 }
 
+/* The padding mask of the batch's token mask (NULL without one); false with the error set. */
+static bool batch_padding(qkv_ctx *ctx, const qkv_batch *b, qkv_tensor **pad) {
+    if (b->mask && (b->mask->ndim != 2 || b->mask->shape[0] != b->ids->shape[0] ||
+                    b->mask->shape[1] != b->ids->shape[b->ids->ndim - 1])) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask and ids shapes differ");
+        return false;
+    }
+    *pad = qkv_nn_padding_of(ctx, b->mask);
+    return !b->mask || *pad;
+}
+
+static qkv_tensor *tcls_logits(qkv_ctx *ctx, const void *net, const qkv_batch *b, qkv_attention_maps *maps) {
+    const qkv_tcls *m = net;
+    qkv_tensor *pad;
+    if (!batch_padding(ctx, b, &pad)) return NULL;
+    if (!maps) return qkv_tcls_logits(ctx, m, b->ids, pad, NULL);
+    int L = (int)m->cfg.n_layers;
+    qkv_tensor *weights[QKV_TCLS_MAX_LAYERS] = {0};
+    qkv_tensor *out = qkv_tcls_logits(ctx, m, b->ids, pad, weights);
+    maps->n_layers = out ? L : 0;
+    for (int i = 0; i < L; i++) {
+        maps->kind[i] = "self";
+        maps->weights[i] = weights[i];
+    }
+    return out;
+}
+
+static const qkv__classifier kind = {.name = "transformer_classifier", .logits = tcls_logits, .free = free};
+
 static qkv_model *tcls_create(const cJSON *cfg, const qkv_task_info *info, qkv_params *params, qkv_rng *rng) {
     if (!cfg || !info || !params || !rng) {
         qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: config, task info, params or rng is NULL");
@@ -225,69 +251,31 @@ static qkv_model *tcls_create(const cJSON *cfg, const qkv_task_info *info, qkv_p
     qkv_tensor *matrix = NULL;
     if (pre && !(matrix = load_pretrained(pre))) return NULL;
     c.pretrained = matrix;
-    qkv_model *m = calloc(1, sizeof *m);
-    qkv_status st = m ? qkv_tcls_init(&m->net, params, &c, rng)
-                      : qkv_error_set(QKV_ERR_NOMEM, "transformer_classifier: out of memory");
+    qkv_tcls *net = calloc(1, sizeof *net);
+    qkv_status st = net ? qkv_tcls_init(net, params, &c, rng)
+                        : qkv_error_set(QKV_ERR_NOMEM, "transformer_classifier: out of memory");
     qkv_tensor_free(matrix);
     if (st) {
-        free(m);
+        free(net);
         return NULL;
     }
-    return m;
-}
-
-static void tcls_free(qkv_model *m) { free(m); }
-
-static bool check_batch(const qkv_batch *b) {
-    if (!b || !b->ids) {
-        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no ids");
-        return false;
-    }
-    if (b->mask && (b->mask->ndim != 2 || b->mask->shape[0] != b->ids->shape[0] ||
-                    b->mask->shape[1] != b->ids->shape[b->ids->ndim - 1])) {
-        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch mask and ids shapes differ");
-        return false;
-    }
-    return true;
-}
-
-static qkv_tensor *tcls_forward(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_attention_maps *maps) {
-    if (!check_batch(b)) return NULL;
-    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
-    if (b->mask && !pad) return NULL;
-    if (!maps) return qkv_tcls_forward(ctx, &m->net, b->ids, pad, NULL);
-    int L = (int)m->net.cfg.n_layers;
-    qkv_tensor *weights[QKV_TCLS_MAX_LAYERS] = {0};
-    qkv_tensor *out = qkv_tcls_forward(ctx, &m->net, b->ids, pad, weights);
-    maps->n_layers = out ? L : 0;
-    for (int i = 0; i < L; i++) {
-        maps->kind[i] = "self";
-        maps->weights[i] = weights[i];
-    }
-    return out;
-}
-
-static qkv_tensor *tcls_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    if (!check_batch(b)) return NULL;
-    if (!b->labels) {
-        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no labels");
-        return NULL;
-    }
-    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
-    if (b->mask && !pad) return NULL;
-    return qkv_cross_entropy(ctx, qkv_tcls_logits(ctx, &m->net, b->ids, pad, NULL), b->labels, NULL);
+    return qkv__classifier_model(&kind, net);
 }
 
 static qkv_tensor *tcls_features(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
-    if (!check_batch(b)) return NULL;
-    qkv_tensor *pad = qkv_nn_padding_of(ctx, b->mask);
-    if (b->mask && !pad) return NULL;
-    return qkv_tcls_features(ctx, &m->net, b->ids, pad);
+    if (!b || !b->ids) {
+        qkv_error_set(QKV_ERR_INVALID, "transformer_classifier: batch has no ids");
+        return NULL;
+    }
+    qkv_tensor *pad;
+    if (!batch_padding(ctx, b, &pad)) return NULL;
+    return qkv_tcls_features(ctx, qkv__classifier_net(m), b->ids, pad);
 }
 
 static void tcls_info(const qkv_model *m, qkv_model_info *out) {
-    out->max_positions = m->net.cfg.max_len;
-    out->features_dim = m->net.cfg.d_model;
+    const qkv_tcls *net = qkv__classifier_net(m);
+    out->max_positions = net->cfg.max_len;
+    out->features_dim = net->cfg.d_model;
 }
 
 /* Word vectors (the run's "embeddings" option) go here; model.embeddings.pretrained is the older way for a
@@ -303,9 +291,9 @@ const qkv_model_type qkv_model_transformer_classifier = {
     .default_config = defaults_json,
     .data_defaults = "{\"cls_token\": true}",
     .create = tcls_create,
-    .free = tcls_free,
-    .loss = tcls_loss,
-    .forward = tcls_forward,
+    .free = qkv__classifier_free,
+    .loss = qkv__classifier_loss,
+    .forward = qkv__classifier_forward,
     .embeddings = tcls_embeddings,
     .features = tcls_features,
     .info = tcls_info,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV } binop;

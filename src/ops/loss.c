@@ -15,6 +15,7 @@
 #include "core/internal.h"
 #include "core/isa.h"
 #include "ops/fast_exp.h"
+#include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
 #define PAR_MIN (1 << 15) /* elements below which a kernel is not worth threading */

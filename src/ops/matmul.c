@@ -9,6 +9,7 @@
 
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
 /* A matrix operand: base pointer, transpose flag, leading dimension and per-batch-dim strides (0 = broadcast). */

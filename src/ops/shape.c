@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
 /* ---- the view backward: dX[offset + sum_d i_d * lstride_d] += dY[i] ------------------------------------------- */

@@ -332,6 +332,30 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     return qkv_error_set(QKV_ERR_INVALID, "the training data has no batches");
 }
 
+/* The training loss of one batch: the task's own head where the engine owns it (extractive QA), else the model's. */
+static qkv_tensor *batch_loss(qkv_run *r, const qkv_batch *b) {
+    return r->task.kind == TASK_QA ? qkv__qa_loss(r, b) : r->type->loss(r->ctx, r->model, b);
+}
+
+/* One step's forward and backward in a single process on the batch idx[0..count): its gradients, *loss its mean
+ * loss, *real its real tokens. */
+static qkv_status local_step(loop_ctx *L, const int64_t *idx, int64_t count, double *loss, double *real) {
+    qkv_run *r = L->r;
+    qkv_ctx_reset(r->ctx);
+    qkv_ctx_set_training(r->ctx, true);
+    qkv_ctx_set_grad(r->ctx, true);
+    qkv_batch b;
+    int64_t mine = 0;
+    qkv_status st = qkv__batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &mine);
+    qkv_tensor *loss_t = st != QKV_OK ? NULL : batch_loss(r, &b);
+    if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK)
+        return qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
+                             r->state.step + 1, qkv_last_error());
+    *loss = qkv_f32(loss_t)[0];
+    *real = (double)mine;
+    return QKV_OK;
+}
+
 /* ---- data-parallel steps ----------------------------------------------------------------------------------------- */
 
 /* Rank 0's status after what it alone does (log, eval, checkpoint), and its early-stopping decision, to every rank:
@@ -355,11 +379,6 @@ static qkv_status share_outcome(loop_ctx *L, qkv_status st, bool *stop) {
  * [count r / N, count (r + 1) / N), so N ranks see the batch one process would, whatever N. Ends with every
  * gradient and *loss those of the global batch's mean loss, identical on every rank. *halt: a stop request or the
  * time limit (rank 0's clock) seen by any rank; nothing was computed. */
-/* The training loss of one batch: the task's own head where the engine owns it (extractive QA), else the model's. */
-static qkv_tensor *batch_loss(qkv_run *r, const qkv_batch *b) {
-    return r->task.kind == TASK_QA ? qkv__qa_loss(r, b) : r->type->loss(r->ctx, r->model, b);
-}
-
 static qkv_status dist_step(loop_ctx *L, const int64_t *idx, int64_t count, bool want_stop, bool out_of_time,
                             double *loss, double *real, bool *halt, qkv_train_outcome *why) {
     qkv_run *r = L->r;
@@ -503,9 +522,13 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     qkv_train_outcome out = QKV_TRAIN_FINISHED;
     double tokens = 0, grad_norm = 0, t_log = now();
     bool saved = false;
-    while (st == QKV_OK && r->state.step < total && L.world > 1) {
+    while (st == QKV_OK && r->state.step < total) {
         bool want_stop = hooks && hooks->stop && *hooks->stop;
-        bool out_of_time = max_seconds > 0 && train_seconds(&L) >= max_seconds;
+        bool out_of_time = max_seconds > 0 && train_seconds(&L) >= max_seconds; /* equal-wall-clock comparisons */
+        if (L.world == 1 && (want_stop || out_of_time)) { /* ranks decide it together, in dist_step */
+            out = want_stop ? QKV_TRAIN_STOPPED : QKV_TRAIN_TIME_LIMIT;
+            break;
+        }
         const int64_t *idx = NULL;
         int64_t count = 0;
         st = next_batch(&L, &idx, &count);
@@ -513,7 +536,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (qkv__finetune_due(r, r->state.step) && (st = qkv__finetune_apply(r, r->state.step, false))) break;
         bool halt = false;
         double loss = 0, real = 0;
-        st = dist_step(&L, idx, count, want_stop, out_of_time, &loss, &real, &halt, &out);
+        st = L.world > 1 ? dist_step(&L, idx, count, want_stop, out_of_time, &loss, &real, &halt, &out)
+                         : local_step(&L, idx, count, &loss, &real);
         if (st || halt) break;
         r->state.data_pos++;
         const char *bad = NULL;
@@ -541,6 +565,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         saved = false;
         tokens += real;
         if (hooks && hooks->on_step) hooks->on_step(hooks->user, r->state.step, total, loss, lr, real);
+        /* Logs and evals keep their cadence even at the last step, so a run that is later extended with --resume
+         * logs exactly what one run of the full length would have. The "end" record marks where a run stopped. */
         bool logged = r->state.step % log_every == 0;
         if (logged) {
             st = log_train(&L, lr, grad_norm, tokens, &t_log);
@@ -561,69 +587,6 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
             saved = true;
         }
         if (st == QKV_OK && L.zero && (evaluate || ckpt)) st = qkv__zero_collect(L.zero, false);
-        if (stop) out = QKV_TRAIN_EARLY_STOP;
-        if (stop) break;
-    }
-    while (st == QKV_OK && r->state.step < total && L.world == 1) {
-        if (hooks && hooks->stop && *hooks->stop) {
-            out = QKV_TRAIN_STOPPED;
-            break;
-        }
-        if (max_seconds > 0 && train_seconds(&L) >= max_seconds) { /* equal-wall-clock comparisons */
-            out = QKV_TRAIN_TIME_LIMIT;
-            break;
-        }
-        const int64_t *idx = NULL;
-        int64_t count = 0, real = 0;
-        st = next_batch(&L, &idx, &count);
-        if (st) break;
-        if (qkv__finetune_due(r, r->state.step) && (st = qkv__finetune_apply(r, r->state.step, false))) break;
-        qkv_ctx_reset(r->ctx);
-        qkv_ctx_set_training(r->ctx, true);
-        qkv_ctx_set_grad(r->ctx, true);
-        qkv_batch b;
-        st = qkv__batch_make(r->ctx, &r->task, &r->train, idx, count, &b, &real);
-        qkv_tensor *loss_t = st != QKV_OK ? NULL : batch_loss(r, &b);
-        if (!loss_t || qkv_backward(r->ctx, loss_t) != QKV_OK) {
-            st = qkv_error_set(qkv_last_status() ? qkv_last_status() : QKV_ERR_INVALID, "step %ld: %s",
-                               r->state.step + 1, qkv_last_error());
-            break;
-        }
-        r->state.data_pos++;
-        double loss = qkv_f32(loss_t)[0];
-        const char *bad = grad_check(r->params, &grad_norm);
-        double lr = qkv_schedule_lr(&r->sched, r->state.step);
-        if (!isfinite(loss) || bad) {
-            st = nonfinite(&L, loss, isfinite(loss) ? bad : NULL);
-            qkv_optim_zero_grad(r->opt);
-        } else {
-            if (clip_value > 0) qkv_clip_grad_value(r->params, (float)clip_value);
-            if (clip_norm > 0) qkv_clip_grad_norm(r->params, (float)clip_norm);
-            qkv_optim_set_lr(r->opt, (float)lr);
-            st = qkv_optim_step(r->opt);
-            qkv_optim_zero_grad(r->opt);
-            r->loop.nonfinite_skips = 0;
-            r->loop.acc_loss += loss;
-            r->loop.acc_steps++;
-        }
-        if (st) break;
-        r->state.step++;
-        saved = false;
-        tokens += (double)real;
-        if (hooks && hooks->on_step) hooks->on_step(hooks->user, r->state.step, total, loss, lr, (double)real);
-        /* Logs and evals keep their cadence even at the last step, so a run that is later extended with --resume
-         * logs exactly what one run of the full length would have. The "end" record marks where a run stopped. */
-        if (r->state.step % log_every == 0) {
-            st = log_train(&L, lr, grad_norm, tokens, &t_log);
-            tokens = 0;
-        }
-        bool stop = false;
-        if (st == QKV_OK && r->have_dev && eval_every > 0 && r->state.step % eval_every == 0)
-            st = eval_dev(&L, &stop);
-        if (st == QKV_OK && ((ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop)) {
-            st = checkpoint(&L);
-            saved = true;
-        }
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }

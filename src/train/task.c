@@ -24,7 +24,7 @@
 
 static const char NL[] = "<nl>";
 
-static qkv_status pool_reserve(split *s, int64_t more) {
+qkv_status qkv__split_reserve(split *s, int64_t more) {
     if (s->pool_n + more <= s->pool_cap) return QKV_OK;
     int64_t cap = s->pool_cap ? s->pool_cap : 4096;
     while (cap < s->pool_n + more) cap *= 2;
@@ -36,7 +36,7 @@ static qkv_status pool_reserve(split *s, int64_t more) {
 }
 
 static qkv_status pool_add(split *s, const int32_t *ids, int64_t n) {
-    qkv_status st = pool_reserve(s, n);
+    qkv_status st = qkv__split_reserve(s, n);
     if (st == QKV_OK && n) memcpy(s->pool + s->pool_n, ids, sizeof *ids * (size_t)n);
     if (st == QKV_OK) s->pool_n += n;
     return st;
@@ -509,7 +509,7 @@ static qkv_status load_shard(task *t, const char *path, split *s) {
     if ((int64_t)qkv_shard_vocab(sh) > t->vocab_size)
         st = qkv_error_set(QKV_ERR_FORMAT, "%s: vocabulary size %llu is larger than the training shard's %lld", path,
                            (unsigned long long)qkv_shard_vocab(sh), (long long)t->vocab_size);
-    if (st == QKV_OK) st = pool_reserve(s, (int64_t)n);
+    if (st == QKV_OK) st = qkv__split_reserve(s, (int64_t)n);
     if (st == QKV_OK) st = qkv_shard_read(sh, 0, (size_t)n, s->pool);
     if (st == QKV_OK) s->pool_n = (int64_t)n;
     qkv_shard_close(sh);

@@ -342,30 +342,6 @@ typedef struct loading {
     split *s;
 } loading;
 
-static example *add_example(split *s) {
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 1024;
-        example *e = realloc(s->ex, sizeof *e * (size_t)cap);
-        if (!e) return NULL;
-        s->ex = e;
-        s->cap = cap;
-    }
-    example *e = &s->ex[s->n++];
-    memset(e, 0, sizeof *e);
-    return e;
-}
-
-static qkv_status pool_room(split *s, int64_t more) {
-    if (s->pool_n + more <= s->pool_cap) return QKV_OK;
-    int64_t cap = s->pool_cap ? s->pool_cap : 4096;
-    while (cap < s->pool_n + more) cap *= 2;
-    int32_t *p = realloc(s->pool, sizeof *p * (size_t)cap);
-    if (!p) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    s->pool = p;
-    s->pool_cap = cap;
-    return QKV_OK;
-}
-
 static qkv_status load_sentence(void *user, const char *path, const sentence *sen) {
     loading *L = user;
     task *t = L->t;
@@ -374,8 +350,8 @@ static qkv_status load_sentence(void *user, const char *path, const sentence *se
         return qkv_error_set(QKV_ERR_FORMAT, "%s:%ld: a sentence of %zu tokens, longer than data.max_len %lld", path,
                              sen->first_line, sen->n, (long long)t->max_len);
     int64_t n = (int64_t)sen->n;
-    qkv_status st = pool_room(s, 2 * n);
-    example *e = st == QKV_OK ? add_example(s) : NULL;
+    qkv_status st = qkv__split_reserve(s, 2 * n);
+    example *e = st == QKV_OK ? qkv__split_example(s) : NULL;
     if (!e) return st ? st : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     e->off = s->pool_n;
     e->n = n;

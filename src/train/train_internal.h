@@ -102,6 +102,8 @@ void qkv__split_free(split *s);
 /* Growing a split (task_pairs.c): ids appended to the pool, a new zeroed example (NULL, error set, when out of
  * memory). */
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
+/* Room in the pool for `more` ids past pool_n (it grows by doubling). */
+qkv_status qkv__split_reserve(split *s, int64_t more);
 example *qkv__split_example(split *s);
 
 /* ---- seq2seq evals (eval_bleu.c, eval_tasks.c) ---- */
