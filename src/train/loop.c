@@ -564,6 +564,10 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
+    /* eval.every_seconds: the next eval is due when training proper reaches next_eval_s (evals pause the clock, so
+     * curves against training time have points at the same times on every machine load and engine). */
+    double every_s = r->set.eval.every_seconds, next_eval_s = every_s;
+    long last_eval_step = -1;
     while (st == QKV_OK && r->state.step < total && L.world == 1) {
         if (hooks && hooks->stop && *hooks->stop) {
             out = QKV_TRAIN_STOPPED;
@@ -618,8 +622,12 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
             tokens = 0;
         }
         bool stop = false;
-        if (st == QKV_OK && r->have_dev && eval_every > 0 && r->state.step % eval_every == 0)
+        bool timed = every_s > 0 && train_seconds(&L) >= next_eval_s;
+        while (every_s > 0 && train_seconds(&L) >= next_eval_s) next_eval_s += every_s;
+        if (st == QKV_OK && r->have_dev && ((eval_every > 0 && r->state.step % eval_every == 0) || timed)) {
             st = eval_dev(&L, &stop);
+            last_eval_step = r->state.step;
+        }
         if (st == QKV_OK && ((ckpt_every > 0 && r->state.step % ckpt_every == 0) || r->state.step == total || stop)) {
             st = checkpoint(&L);
             saved = true;
@@ -627,7 +635,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every;
+    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev &&
+                     ((eval_every > 0 && r->state.step % eval_every) || (every_s > 0 && last_eval_step != r->state.step));
     bool last_save = (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved;
     if (st == QKV_OK && L.zero && (last_eval || last_save)) st = qkv__zero_collect(L.zero, true);
     if (st == QKV_OK && last_eval && L.rank == 0) {
