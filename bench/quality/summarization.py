@@ -5,7 +5,17 @@ JSON line per side with the dev summary loss (nats per summary token) and greedy
 a comparison line.
 
   /usr/bin/python3 bench/quality/summarization.py [--qkv build/qkv] [--steps N | --seconds S] [--threads 2]
-                                                  [--limit N] [--only qkv|torch] [--out DIR]
+                                                  [--limit N] [--only qkv|torch] [--out DIR] [--cpu N]
+                                                  [--eval-minutes M] [--tokenizer RUN]
+  /usr/bin/python3 bench/quality/summarization.py --plot QKV.jsonl TORCH.jsonl -o curve.svg [--limit N]
+
+--cpu N pins this process and its children to core N (os.sched_setaffinity; threads default to 1). --eval-minutes M:
+dev evals (loss, greedy ROUGE-L of the first 200 dev articles) every M minutes of training on both sides (qkv's
+eval.every_seconds), evaluation time excluded from both clocks; --out DIR then holds one JSONL curve per engine
+(summ_TAG_qkv.jsonl, summ_TAG_torch.jsonl: the eval records, then a "test" record with the final scores). --plot
+is the merge step: both curves in one SVG, and JSON lines with each side's 15- and 60-minute points, final test
+ROUGE and the lead baseline. --tokenizer RUN: both sides use that run's BPE. bench/quality/summarization_pair.sh
+runs the two sides at once, each on its own core, then merges.
 
 --steps: same steps; the comparison checks qkv's dev loss <= torch's + 1%. --seconds: equal wall-clock (training
 proper on each side, evaluations not counted); the comparison checks qkv's test ROUGE-L > torch's. Needs a quiet
