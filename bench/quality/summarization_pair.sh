@@ -28,8 +28,11 @@ if [ ! -f "$OUT/tok/vocab.json" ]; then
   "$QKV" train --config "$HERE/summarization.json" --run "$OUT/tok" --quiet --set train.steps=1 --set eval.every=0
 fi
 pids=""
-stop() {
-  for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || true; done
+stop() { # TERM each side's process group; KILL what is left after 5 s (qkv train would first finish its data
+  # preparation and save a checkpoint, which nobody wants here)
+  for p in $pids; do kill -TERM "-$p" 2>/dev/null || true; done
+  sleep 5
+  for p in $pids; do kill -KILL "-$p" 2>/dev/null || true; done
   for p in $pids; do wait "$p" 2>/dev/null || true; done
 }
 trap 'stop; exit 130' INT TERM
