@@ -107,6 +107,48 @@ def rouge(qkv, hyps, refs, tmp):
     return res
 
 
+def greedy_batch(model, bpe, prompts, max_new, n_ctx, rows=32):
+    """Greedy summaries of many prompts, `rows` at a time (prompts of similar length together). No KV cache: each
+    step runs the rows' whole sequences, right-padded, and projects only each row's last position (causal
+    attention: the padding after it changes nothing)."""
+    import torch
+
+    tr = model.transformer
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    outs = [None] * len(prompts)
+    with torch.no_grad():
+        for s in range(0, len(order), rows):
+            idx = order[s:s + rows]
+            seqs = [list(prompts[i]) for i in idx]
+            gen = [[] for _ in idx]
+            live = list(range(len(idx)))
+            for _ in range(max_new):
+                if not live:
+                    break
+                T = max(len(seqs[r]) for r in live)
+                x = torch.full((len(live), T), bpe.pad, dtype=torch.long)
+                for k, r in enumerate(live):
+                    x[k, :len(seqs[r])] = torch.tensor(seqs[r])
+                h = tr.wte(x) + tr.wpe.weight[:T]
+                for blk in tr.h:
+                    h = blk(h)
+                last = torch.tensor([len(seqs[r]) - 1 for r in live])
+                h = tr.ln_f(h[torch.arange(len(live)), last])
+                nxt = model.lm_head(h).argmax(-1).tolist()
+                still = []
+                for k, r in enumerate(live):
+                    if nxt[k] == bpe.eos:
+                        continue
+                    gen[r].append(nxt[k])
+                    seqs[r].append(nxt[k])
+                    if len(gen[r]) < max_new and len(seqs[r]) < n_ctx:
+                        still.append(r)
+                live = still
+            for k, i in enumerate(idx):
+                outs[i] = bpe.decode(gen[k])
+    return outs
+
+
 def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp, eval_seconds=0.0):
     import torch
     import torch.nn.functional as F
@@ -159,48 +201,9 @@ def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp, eval_s
         model.train()
         return tot / cnt
 
-    def greedy_batch(prompts, rows=32):
-        """Greedy summaries of many prompts, `rows` at a time (prompts of similar length together). No KV cache: each
-        step runs the rows' whole sequences, right-padded, and projects only each row's last position (causal
-        attention: the padding after it changes nothing)."""
-        tr = model.transformer
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        outs = [None] * len(prompts)
-        with torch.no_grad():
-            for s in range(0, len(order), rows):
-                idx = order[s:s + rows]
-                seqs = [list(prompts[i]) for i in idx]
-                gen = [[] for _ in idx]
-                live = list(range(len(idx)))
-                for _ in range(d["summary_max_len"] + 1):
-                    if not live:
-                        break
-                    T = max(len(seqs[r]) for r in live)
-                    x = torch.full((len(live), T), bpe.pad, dtype=torch.long)
-                    for k, r in enumerate(live):
-                        x[k, :len(seqs[r])] = torch.tensor(seqs[r])
-                    h = tr.wte(x) + tr.wpe.weight[:T]
-                    for blk in tr.h:
-                        h = blk(h)
-                    last = torch.tensor([len(seqs[r]) - 1 for r in live])
-                    h = tr.ln_f(h[torch.arange(len(live)), last])
-                    nxt = model.lm_head(h).argmax(-1).tolist()
-                    still = []
-                    for k, r in enumerate(live):
-                        if nxt[k] == bpe.eos:
-                            continue
-                        gen[r].append(nxt[k])
-                        seqs[r].append(nxt[k])
-                        if len(gen[r]) < d["summary_max_len"] + 1 and len(seqs[r]) < m["n_ctx"]:
-                            still.append(r)
-                    live = still
-                for k, i in enumerate(idx):
-                    outs[i] = bpe.decode(gen[k])
-        return outs
-
     def rouge_of(rows, exs):
         model.eval()
-        hyps = greedy_batch([p for p, _ in exs])
+        hyps = greedy_batch(model, bpe, [p for p, _ in exs], d["summary_max_len"] + 1, m["n_ctx"])
         model.train()
         return rouge(qkv, hyps, [s for _, s in rows], tmp)
 
