@@ -41,7 +41,8 @@ check "beam 1 = greedy; beam 3 finds the learnt summaries" 'cmp -s "$d/b1" "$d/m
 "$QKV" summarize --run "$d/run" --search mbr --samples 4 --input "$d/articles.txt" > "$d/mbr"
 check "mbr prints one summary an article" '[ $(wc -l < "$d/mbr") = 6 ]'
 "$QKV" summarize --run "$d/run" "a dog barked at the postman." --view "$d/view/page.html" > /dev/null 2> "$d/err"; rc=$?
-check "--view writes the attention page of article and summary" '[ $rc = 0 ] && grep -q "summary tokens" "$d/err" && [ -s "$d/view/page.html" ]'
+check "--view writes the attention page of article and summary, with the layer's map" \
+  '[ $rc = 0 ] && grep -q "summary tokens" "$d/err" && [ -s "$d/view/page.html" ] && grep -q "layer 1" "$d/view/page.html"'
 "$QKV" summarize --run "$d/run" --input "$d/articles.txt" --view "$d/v2.html" > /dev/null 2>&1; rc=$?
 check "--view with --input is a usage error" '[ $rc = 1 ]'
 long=$(for i in $(seq 1 30); do printf 'the cat sat on the mat. '; done)
@@ -50,6 +51,8 @@ check "a long article is cut with a warning" '[ $rc = 0 ] && grep -q "1 of 1 art
 sed 's/"max_len": 48/"max_len": 20/' "$d/s.json" > "$d/short.json"
 "$QKV" train --config "$d/short.json" --run "$d/short" --set train.steps=1 > /dev/null 2> "$d/err"; rc=$?
 check "training warns of the articles it cut" '[ $rc = 0 ] && grep -q "warning: [0-9]* of 126 articles are longer" "$d/err"'
+check "the warning and its count are in the run's log" \
+  'grep -q "\"kind\":\"warning\",\"step\":0,\"truncated\":[1-9][0-9]*,\"examples\":126" "$d/short/log.jsonl"'
 "$QKV" eval --run "$d/run" --json > "$d/eval" 2>&1
 check "eval reports loss and ROUGE with and without stemming" 'grep -q "\"rougeL\"" "$d/eval" && grep -q "\"rouge2_stem\"" "$d/eval" && grep -q "\"loss\"" "$d/eval"'
 "$QKV" rouge --lead "$d/dev.tsv" --json > "$d/lead"

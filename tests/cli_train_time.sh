@@ -22,6 +22,15 @@ end_train=$(tail -1 "$d/run/log.jsonl" | sed -E 's/.*"train_seconds":([0-9.e+-]+
 check "train_seconds of the end record is the budget, evaluation not counted ($end_train s)" \
   'awk -v t="$end_train" "BEGIN{exit !(t >= 1.5 && t < 3)}"'
 
+# eval.every_seconds: evals by training time (for curves against minutes), none by steps; the last step scored too.
+sed -e 's/"max_seconds": 1.5/"max_seconds": 1.2/' -e 's/"every": 1000}/"every": 0, "every_seconds": 0.25}/' \
+  "$d/c.json" > "$d/t.json"
+"$QKV" train --config "$d/t.json" --run "$d/timed" --quiet; rc=$?
+evals=$(grep -c '"kind":"eval"' "$d/timed/log.jsonl")
+secs=$(grep '"kind":"eval"' "$d/timed/log.jsonl" | sed -E 's/.*"train_seconds":([0-9.e+-]+).*/\1/' | tr '\n' ' ')
+check "eval.every_seconds 0.25 over 1.2 s: an eval at every 0.25 s of training and the last step, at 0.25 s steps ($secs)" \
+  '[ $rc = 0 ] && [ "$evals" -ge 5 ] && echo "$secs" | awk "{for (i = 1; i <= 4; i++) if (\$i < 0.25 * i || \$i > 0.25 * i + 0.2) exit 1}"'
+
 # qkv plot draws the run's curves; a source without the field is bad input naming it.
 "$QKV" plot -o "$d/curve.svg" --x minutes --y accuracy "qkv run=$d/run" 2>"$d/err"; rc=$?
 check "qkv plot writes an SVG of the dev accuracy against minutes" '[ $rc = 0 ] && grep -q "<svg" "$d/curve.svg" && grep -q "qkv run" "$d/curve.svg" && grep -q "minutes of training" "$d/curve.svg"'

@@ -1,4 +1,4 @@
-/* Losses (cross_entropy, mse, cosine_similarity): gradient checks over options and reductions, PyTorch fixtures
+/* Losses (cross_entropy, cross_entropy_linear, mse, cosine_similarity): gradient checks over options and reductions, PyTorch fixtures
  * (tests/ref/ops_loss.py), edge cases (all targets ignored, huge logits) and bad inputs. */
 #include <math.h>
 #include <string.h>
@@ -263,10 +263,99 @@ TEST(pytorch_fixtures) {
     qkv_st_close(f);
 }
 
+/* cross_entropy_linear against the dense composition it replaces: the same loss and the same gradients to h, w and
+ * bias with rows dropped (weight 0, ignore_index), for each reduction, smoothing and class weights. Each side runs
+ * on its own copies of the leaves, in its own context. */
+static qkv_tensor *ce_linear_side(qkv_ctx *c, bool gathered, qkv_tensor **leaf, qkv_tensor *t, const qkv_ce_opts *o) {
+    if (gathered) return qkv_cross_entropy_linear(c, leaf[0], leaf[1], leaf[2], t, o);
+    return qkv_cross_entropy(c, qkv_linear(c, leaf[0], leaf[1], leaf[2]), t, o);
+}
+
+TEST(cross_entropy_linear_matches_dense) {
+    enum { B = 3, T = 7, D = 6, C = 11 };
+    for (int cfg = 0; cfg < 16; cfg++) {
+        bool sum = cfg & 1, smooth = cfg & 2, cw = cfg & 4, bias = cfg & 8;
+        qkv_tensor *leaf[2][3], *tw = gc_rand(7, 0.5, 2, QKV_DIMS(B, T)), *cwt = gc_rand(8, 0.2, 1.5, QKV_DIMS(C));
+        qkv_tensor *t = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
+        float *w = qkv_f32(tw);
+        for (int i = 0; i < B * T; i++) {
+            qkv_i32(t)[i] = (i * 5 + cfg) % C;
+            if (i % T < 4) w[i] = 0.0f; /* a prompt */
+        }
+        qkv_i32(t)[T + 5] = -100; /* an ignored counted position */
+        for (int s = 0; s < 2; s++) {
+            leaf[s][0] = gc_rand(1, -1, 1, QKV_DIMS(B, T, D));
+            leaf[s][1] = gc_rand(2, -1, 1, QKV_DIMS(C, D));
+            leaf[s][2] = bias ? gc_rand(3, -1, 1, QKV_DIMS(C)) : NULL;
+            for (int k = 0; k < 3; k++)
+                if (leaf[s][k]) qkv_tensor_set_requires_grad(leaf[s][k], true);
+        }
+        qkv_ce_opts o = qkv_ce_defaults();
+        o.reduction = sum ? QKV_REDUCE_SUM : QKV_REDUCE_MEAN;
+        o.label_smoothing = smooth ? 0.1f : 0.0f;
+        o.class_weight = cw ? cwt : NULL;
+        o.token_weight = tw;
+        qkv_ctx *c[2] = {qkv_ctx_new(), qkv_ctx_new()};
+        qkv_tensor *l[2];
+        size_t tape[2];
+        for (int s = 0; s < 2; s++) {
+            l[s] = ce_linear_side(c[s], s == 1, leaf[s], t, &o);
+            CHECK_NN(l[s]);
+            tape[s] = qkv_ctx_tape_length(c[s]);
+            if (l[s]) CHECK_OK(qkv_backward(c[s], l[s]));
+        }
+        CHECKF(tape[1] != tape[0], "cfg %d: the rows were not gathered", cfg);
+        if (l[0] && l[1]) {
+            CHECKF(fabsf(qkv_f32(l[1])[0] - qkv_f32(l[0])[0]) <= 1e-6f * fabsf(qkv_f32(l[0])[0]),
+                   "cfg %d: loss %.9g, dense %.9g", cfg, qkv_f32(l[1])[0], qkv_f32(l[0])[0]);
+            const char *names[3] = {"d h", "d w", "d bias"};
+            for (int k = 0; k < 3; k++) {
+                if (!leaf[0][k]) continue;
+                CHECK(leaf[0][k]->grad && leaf[1][k]->grad);
+                if (leaf[0][k]->grad && leaf[1][k]->grad)
+                    CHECKF(test_allclose(names[k], leaf[1][k]->grad, leaf[0][k]->grad, 1e-5, 1e-7), "cfg %d: %s",
+                           cfg, names[k]);
+            }
+            /* a dropped row gets exactly zero gradient, a kept one does not */
+            CHECK(leaf[1][0]->grad && qkv_f32(leaf[1][0]->grad)[0] == 0.0f &&
+                  qkv_f32(leaf[1][0]->grad)[(T + 4) * D] != 0.0f);
+        }
+        for (int s = 0; s < 2; s++) {
+            qkv_ctx_free(c[s]);
+            for (int k = 0; k < 3; k++) qkv_tensor_free(leaf[s][k]);
+        }
+        qkv_tensor_free(tw);
+        qkv_tensor_free(cwt);
+        qkv_tensor_free(t);
+    }
+    /* Nothing to drop, or reduction none: exactly the dense path (no gather on the tape). */
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *h = gc_rand(4, -1, 1, QKV_DIMS(2, 3)), *w = gc_rand(5, -1, 1, QKV_DIMS(4, 3));
+    qkv_tensor *t = INTS(QKV_DIMS(2), 1, 3);
+    qkv_tensor_set_requires_grad(h, true);
+    qkv_ce_opts o = qkv_ce_defaults();
+    qkv_tensor *a = qkv_cross_entropy_linear(c, h, w, NULL, t, &o);
+    size_t n1 = qkv_ctx_tape_length(c);
+    qkv_tensor *b = qkv_cross_entropy(c, qkv_linear(c, h, w, NULL), t, &o);
+    CHECK(a && b && qkv_f32(a)[0] == qkv_f32(b)[0] && qkv_ctx_tape_length(c) == 2 * n1);
+    /* a bad target among dropped rows is still the dense path's error */
+    qkv_tensor *tw = gc_rand(6, 1, 1, QKV_DIMS(2));
+    qkv_f32(tw)[0] = 0.0f;
+    qkv_i32(t)[0] = 4;
+    o.token_weight = tw;
+    CHECK(!qkv_cross_entropy_linear(c, h, w, NULL, t, &o) && qkv_last_status() == QKV_ERR_RANGE);
+    qkv_ctx_free(c);
+    qkv_tensor_free(h);
+    qkv_tensor_free(w);
+    qkv_tensor_free(t);
+    qkv_tensor_free(tw);
+}
+
 int main(void) {
     RUN(gradcheck_cross_entropy);
     RUN(gradcheck_mse_cosine);
     RUN(cross_entropy_edge_cases);
+    RUN(cross_entropy_linear_matches_dense);
     RUN(bad_inputs_are_errors);
     RUN(pytorch_fixtures);
     return test_finish();

@@ -5,7 +5,17 @@ JSON line per side with the dev summary loss (nats per summary token) and greedy
 a comparison line.
 
   /usr/bin/python3 bench/quality/summarization.py [--qkv build/qkv] [--steps N | --seconds S] [--threads 2]
-                                                  [--limit N] [--only qkv|torch] [--out DIR]
+                                                  [--limit N] [--only qkv|torch] [--out DIR] [--cpu N]
+                                                  [--eval-minutes M] [--tokenizer RUN]
+  /usr/bin/python3 bench/quality/summarization.py --plot QKV.jsonl TORCH.jsonl -o curve.svg [--limit N]
+
+--cpu N pins this process and its children to core N (os.sched_setaffinity; threads default to 1). --eval-minutes M:
+dev evals (loss, greedy ROUGE-L of the first 200 dev articles) every M minutes of training on both sides (qkv's
+eval.every_seconds), evaluation time excluded from both clocks; --out DIR then holds one JSONL curve per engine
+(summ_TAG_qkv.jsonl, summ_TAG_torch.jsonl: the eval records, then a "test" record with the final scores). --plot
+is the merge step: both curves in one SVG, and JSON lines with each side's 15- and 60-minute points, final test
+ROUGE and the lead baseline. --tokenizer RUN: both sides use that run's BPE. bench/quality/summarization_pair.sh
+runs the two sides at once, each on its own core, then merges.
 
 --steps: same steps; the comparison checks qkv's dev loss <= torch's + 1%. --seconds: equal wall-clock (training
 proper on each side, evaluations not counted); the comparison checks qkv's test ROUGE-L > torch's. Needs a quiet
@@ -97,7 +107,49 @@ def rouge(qkv, hyps, refs, tmp):
     return res
 
 
-def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp):
+def greedy_batch(model, bpe, prompts, max_new, n_ctx, rows=32):
+    """Greedy summaries of many prompts, `rows` at a time (prompts of similar length together). No KV cache: each
+    step runs the rows' whole sequences, right-padded, and projects only each row's last position (causal
+    attention: the padding after it changes nothing)."""
+    import torch
+
+    tr = model.transformer
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    outs = [None] * len(prompts)
+    with torch.no_grad():
+        for s in range(0, len(order), rows):
+            idx = order[s:s + rows]
+            seqs = [list(prompts[i]) for i in idx]
+            gen = [[] for _ in idx]
+            live = list(range(len(idx)))
+            for _ in range(max_new):
+                if not live:
+                    break
+                T = max(len(seqs[r]) for r in live)
+                x = torch.full((len(live), T), bpe.pad, dtype=torch.long)
+                for k, r in enumerate(live):
+                    x[k, :len(seqs[r])] = torch.tensor(seqs[r])
+                h = tr.wte(x) + tr.wpe.weight[:T]
+                for blk in tr.h:
+                    h = blk(h)
+                last = torch.tensor([len(seqs[r]) - 1 for r in live])
+                h = tr.ln_f(h[torch.arange(len(live)), last])
+                nxt = model.lm_head(h).argmax(-1).tolist()
+                still = []
+                for k, r in enumerate(live):
+                    if nxt[k] == bpe.eos:
+                        continue
+                    gen[r].append(nxt[k])
+                    seqs[r].append(nxt[k])
+                    if len(gen[r]) < max_new and len(seqs[r]) < n_ctx:
+                        still.append(r)
+                live = still
+            for k, i in enumerate(idx):
+                outs[i] = bpe.decode(gen[k])
+    return outs
+
+
+def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp, eval_seconds=0.0):
     import torch
     import torch.nn.functional as F
 
@@ -149,26 +201,31 @@ def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp):
         model.train()
         return tot / cnt
 
-    def greedy(prompt):
-        ids = list(prompt)
-        out = []
-        with torch.no_grad():
-            for _ in range(d["summary_max_len"] + 1):
-                nxt = int(model(torch.tensor([ids]))[0, -1].argmax())
-                if nxt == bpe.eos:
-                    break
-                out.append(nxt)
-                ids.append(nxt)
-        return bpe.decode(out)
-
     def rouge_of(rows, exs):
         model.eval()
-        hyps = [greedy(p) for p, _ in exs]
+        hyps = greedy_batch(model, bpe, [p for p, _ in exs], d["summary_max_len"] + 1, m["n_ctx"])
         model.train()
         return rouge(qkv, hyps, [s for _, s in rows], tmp)
 
     every = cfg["eval"]["every"]
     trained, t_mark, done, best, best_state = 0.0, time.time(), 0, None, None
+    next_eval, last = eval_seconds, [-1]
+
+    def evaluate(step):
+        nonlocal best, best_state
+        last[0] = step
+        dl = dev_loss()
+        if best is None or dl < best:
+            best, best_state = dl, {k: v.clone() for k, v in model.state_dict().items()}
+        if curve:
+            rec = {"kind": "eval", "engine": "torch", "split": "dev", "step": step, "loss": dl,
+                   "train_seconds": trained}
+            c0 = time.process_time()
+            rec.update(rouge_of(dev_rows[:200], dev[:200]))
+            rec["decode_cpu_seconds"] = round(time.process_time() - c0, 1)
+            curve.write(json.dumps(rec) + "\n")
+            curve.flush()
+
     for step in range(1, steps + 1):
         if seconds and trained + time.time() - t_mark >= seconds:
             break
@@ -181,31 +238,37 @@ def torch_side(cfg, qkv, run, steps, threads, seconds, limit, curve, tmp):
         done = step
         if step % 100 == 0:
             print(f"# torch step {step} loss {loss.item():.4f}", file=sys.stderr, flush=True)
-        if step % every == 0 or step == steps:
+        timed = eval_seconds and trained + time.time() - t_mark >= next_eval
+        if timed or (not eval_seconds and (step % every == 0 or step == steps)):
             trained += time.time() - t_mark
-            dl = dev_loss()
-            if best is None or dl < best:
-                best, best_state = dl, {k: v.clone() for k, v in model.state_dict().items()}
-            if curve:
-                rec = {"kind": "eval", "split": "dev", "step": step, "loss": dl, "train_seconds": trained}
-                rec.update(rouge_of(dev_rows[:200], dev[:200]))
-                curve.write(json.dumps(rec) + "\n")
-                curve.flush()
+            while eval_seconds and trained >= next_eval:
+                next_eval += eval_seconds
+            evaluate(step)
             t_mark = time.time()
+    trained += time.time() - t_mark
+    if (seconds or eval_seconds) and last[0] != done:  # the last steps count too (as qkv's time-limited runs)
+        evaluate(done)
     if best_state:
         model.load_state_dict(best_state)
     res = {"side": "torch", "dev_loss": round(best if best is not None else dev_loss(), 4), "steps": done,
            "train_seconds": round(trained, 1), "test_articles": len(test_rows)}
+    c0 = time.process_time()
     res.update(rouge_of(test_rows, examples(test_rows, bpe, d)))
+    res["test_decode_cpu_seconds"] = round(time.process_time() - c0, 1)
     return res
 
 
-def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp):
+def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp, eval_seconds=0.0, tokenizer=None):
     env = dict(os.environ, QKV_THREADS=str(threads))
     cmd = [qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", f"train.steps={steps}"]
     every = json.load(open(cfg_path))["eval"]["every"]
-    if not seconds and steps < every:  # at least the last step's eval, for the curve
+    if eval_seconds:  # dev evals at fixed amounts of training time, as the torch side
+        cmd += ["--set", "eval.every=0", "--set", f"eval.every_seconds={eval_seconds}"]
+    elif not seconds and steps < every:  # at least the last step's eval, for the curve
         cmd += ["--set", f"eval.every={steps}"]
+    if tokenizer:
+        cmd += ["--set", f"data.vocab_file={os.path.join(tokenizer, 'vocab.json')}",
+                "--set", f"data.merges_file={os.path.join(tokenizer, 'merges.txt')}"]
     if not seconds:
         cmd += ["--set", "data.bucket=false"]  # the reference draws uniform random batches
     else:
@@ -226,11 +289,71 @@ def qkv_side(qkv, cfg_path, steps, threads, seconds, limit, run, tmp):
     rows = read_tsv(os.path.join(ROOT, cfg["data"]["test"]), limit)
     arts = os.path.join(tmp, "articles.txt")
     open(arts, "w", encoding="utf-8").write("\n".join(a for a, _ in rows) + "\n")
+    c0 = os.times().children_user
     hyps = subprocess.run([qkv, "summarize", "--run", run, "--input", arts], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
     res["test_articles"] = len(rows)
+    res["test_decode_cpu_seconds"] = round(os.times().children_user - c0, 1)
     res.update(rouge(qkv, hyps.split("\n")[:len(rows)], [s for _, s in rows], tmp))  # summaries may be empty
     return res
+
+
+def qkv_curve(run, path, test):
+    """qkv's learning curve in the torch side's format: the run's dev evals, then the final test scores."""
+    with open(path, "w") as out:
+        for line in open(os.path.join(run, "log.jsonl")):
+            rec = json.loads(line)
+            if rec.get("kind") == "eval":
+                rec["engine"] = "qkv"
+                out.write(json.dumps(rec) + "\n")
+        out.write(json.dumps(dict(test, kind="test", engine="qkv")) + "\n")
+
+
+def point(recs, minutes):
+    """The dev eval at `minutes` of training: the first at or after it (timed evals come right after the mark),
+    else the last one (a shorter run)."""
+    evals = [r for r in recs if r.get("kind") == "eval" and "rougeL" in r]
+    for r in evals:
+        if r["train_seconds"] >= minutes * 60 - 1:
+            return r
+    return evals[-1] if evals else None
+
+
+def plot(qkv, sources, out, limit):
+    """Merge step: both curves in one SVG (`qkv plot`), then JSON lines: each side's dev ROUGE-L at 15 and 60
+    minutes and its final test ROUGE, and the lead baseline of the same test articles."""
+    cfg = json.load(open(os.path.join(HERE, "summarization.json")))
+    labels = []
+    for src in sources:
+        recs = [json.loads(l) for l in open(src) if l.strip()]
+        engine = next((r.get("engine") for r in recs if r.get("engine")), os.path.basename(src))
+        labels.append(f"{engine}={src}")
+        for minutes in (15, 60):
+            p = point(recs, minutes)
+            if p:
+                print(json.dumps({"engine": engine, "at_minutes": minutes, "minutes": round(p["train_seconds"] / 60, 2),
+                                  "step": p["step"], "dev_rougeL_200": round(p["rougeL"], 2),
+                                  "dev_loss": round(p["loss"], 4)}), flush=True)
+        test = [r for r in recs if r.get("kind") == "test"]
+        if test:
+            t = test[-1]
+            limit = t.get("test_articles", limit)
+            print(json.dumps({"engine": engine, "final": "test", **{k: t[k] for k in t if k.startswith("rouge") or k in (
+                "test_articles", "steps", "train_seconds", "dev_loss", "test_decode_cpu_seconds")}}), flush=True)
+    rows = read_tsv(os.path.join(ROOT, cfg["data"]["test"]), limit)
+    with tempfile.TemporaryDirectory(prefix="qkv-summ-") as tmp:
+        lead = os.path.join(tmp, "lead.tsv")
+        open(lead, "w", encoding="utf-8").write("".join(f"{a}\t{b}\n" for a, b in rows))
+        res = {}
+        for stem in (False, True):
+            j = json.loads(subprocess.run([qkv, "rouge", "--lead", lead, "--json"] + (["--stem"] if stem else []),
+                                          capture_output=True, text=True, check=True).stdout)
+            for k in ("rouge1", "rouge2", "rougeL"):
+                res[k + ("_stem" if stem else "")] = round(j[k]["f1"], 2)
+    print(json.dumps({"engine": "lead", "final": "test", "test_articles": len(rows), **res}), flush=True)
+    return subprocess.run([qkv, "plot", "-o", out, "--x", "minutes", "--y", "rougeL", "--title",
+                           "summarization, dev ROUGE-L of 200 articles against minutes of training (1 core each)"]
+                          + labels).returncode
 
 
 def main():
@@ -238,34 +361,57 @@ def main():
     ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
     ap.add_argument("--steps", type=int)
     ap.add_argument("--seconds", type=float, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, help="default 2, or 1 with --cpu")
+    ap.add_argument("--cpu", type=int, help="pin this process and its children (qkv) to this core")
+    ap.add_argument("--eval-minutes", type=float, default=0,
+                    help="dev evals (loss, greedy ROUGE-L of the first 200 dev articles) every M minutes of training")
+    ap.add_argument("--tokenizer", help="a qkv run whose BPE (vocab.json, merges.txt) both sides use")
     ap.add_argument("--limit", type=int, default=500)
     ap.add_argument("--only", choices=["torch", "qkv"])
     ap.add_argument("--out")
+    ap.add_argument("--plot", nargs="+", metavar="CURVE.jsonl", help="merge step: curves of both sides into -o SVG")
+    ap.add_argument("-o", dest="svg", default="curve.svg")
     a = ap.parse_args()
+    if a.plot:
+        sys.exit(plot(a.qkv, a.plot, a.svg, a.limit))
+    if a.cpu is not None:
+        os.sched_setaffinity(0, {a.cpu})  # inherited by the qkv children
+    threads = a.threads or (1 if a.cpu is not None else 2)
     cfg_path = os.path.join(HERE, "summarization.json")
     cfg = json.load(open(cfg_path))
     steps = a.steps or (10 ** 7 if a.seconds else cfg["train"]["steps"])
     tag = f"{a.seconds / 60:g}min" if a.seconds else f"{steps}steps"
     tmp = tempfile.mkdtemp(prefix="qkv-summ-")
     if a.out:
+        a.out = os.path.abspath(a.out)  # the qkv children run in the repository
         os.makedirs(a.out, exist_ok=True)
+    if a.tokenizer:
+        a.tokenizer = os.path.abspath(a.tokenizer)
     run = os.path.join(a.out, f"summ_{tag}_qkv") if a.out else os.path.join(tmp, "run")
     if os.path.exists(run):
         subprocess.run(["rm", "-rf", run])
+    eval_s = a.eval_minutes * 60
     res = {}
-    # qkv first: its run's BPE is the tokenizer of both sides. --only torch still trains qkv's tokenizer (1 step).
+    # qkv's run's BPE is the tokenizer of both sides (or --tokenizer's). --only torch without --tokenizer still
+    # trains qkv's tokenizer (1 step).
+    tok = a.tokenizer
     if a.only != "torch":
-        res["qkv"] = qkv_side(a.qkv, cfg_path, steps, a.threads, a.seconds, a.limit, run, tmp)
+        res["qkv"] = qkv_side(a.qkv, cfg_path, steps, threads, a.seconds, a.limit, run, tmp, eval_s, tok)
         print(json.dumps(res["qkv"]), flush=True)
-    else:
+        if a.out and "rougeL" in res["qkv"]:
+            qkv_curve(run, os.path.join(a.out, f"summ_{tag}_qkv.jsonl"), res["qkv"])
+        tok = tok or run
+    elif not tok:
         subprocess.run([a.qkv, "train", "--config", cfg_path, "--run", run, "--quiet", "--set", "train.steps=1"],
                        cwd=ROOT, check=True)
+        tok = run
     if a.only != "qkv":
-        curve = open(os.path.join(a.out, f"summ_{tag}_torch.jsonl"), "w") if a.out else None
-        res["torch"] = torch_side(cfg, a.qkv, run, steps, a.threads, a.seconds, a.limit, curve, tmp)
+        curve_path = os.path.join(a.out, f"summ_{tag}_torch.jsonl") if a.out else None
+        curve = open(curve_path, "w") if curve_path else None
+        res["torch"] = torch_side(cfg, a.qkv, tok, steps, threads, a.seconds, a.limit, curve, tmp, eval_s)
         print(json.dumps(res["torch"]), flush=True)
         if curve:
+            curve.write(json.dumps(dict(res["torch"], kind="test", engine="torch")) + "\n")
             curve.close()
     if len(res) == 2 and "dev_loss" in res["qkv"]:
         q, t = res["qkv"], res["torch"]
@@ -279,7 +425,7 @@ def main():
         if a.out:
             subprocess.run([a.qkv, "plot", "-o", os.path.join(a.out, f"summ_{tag}_curve.svg"), "--x",
                             "minutes" if a.seconds else "step", "--y", "rougeL",
-                            "--title", f"summarization, dev ROUGE-L of 200 articles ({tag}, 2 cores)",
+                            "--title", f"summarization, dev ROUGE-L of 200 articles ({tag}, {threads} threads)",
                             f"qkv={run}", f"pytorch={os.path.join(a.out, f'summ_{tag}_torch.jsonl')}"], cwd=ROOT)
 
 

@@ -70,6 +70,7 @@ typedef struct qkv_run_settings {
     } train;
     struct {
         int64_t every, batch_size, max_batches;
+        double every_seconds; /* also (or instead) an eval each time this much training time has passed; 0 off */
         const char *metric, *mode;
         int64_t patience;
         bool bleu;

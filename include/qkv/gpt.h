@@ -67,6 +67,9 @@ void qkv_gpt_free(qkv_gpt *m);
 /* ids int32 [B, T] (T <= n_ctx, ids in [0, V)) -> logits [B, T, V]. If maps is non-NULL, per-layer causal
  * attention weights [B, H, T, T] are returned in it (the materialising attention path runs). */
 qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps);
+/* The same without the output projection: the final layer norm's output [B, T, d], whose product with m->head
+ * is the logits (for qkv_cross_entropy_linear, which projects only the positions that count). */
+qkv_tensor *qkv_gpt_hidden(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps);
 
 /* ---- Incremental decoding with a KV cache ------------------------------------------------------------------
  * The decoder keeps, per layer, K and V for every position seen so far ([batch, H, n_ctx, dh] each), so a step

@@ -119,6 +119,12 @@ qkv_ce_opts qkv_ce_defaults(void);
  * Targets outside [0, C) other than ignore_index are a QKV_ERR_RANGE error. Gradients flow into logits only (not
  * into class_weight or token_weight). */
 qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets, const qkv_ce_opts *opts);
+/* qkv_cross_entropy(qkv_linear(h, w, bias), targets, opts) for h [..., d], w [C, d], bias [C] or NULL, targets the
+ * shape of h without its last axis: the same loss and gradients (to h, w and bias), but rows whose token_weight is
+ * 0 or whose target is ignore_index are dropped before the projection, so they cost nothing (an LM's head on a
+ * summarizer's article or on padding). Only the order of sums over rows may differ from the dense composition. */
+qkv_tensor *qkv_cross_entropy_linear(qkv_ctx *ctx, qkv_tensor *h, qkv_tensor *w, qkv_tensor *bias,
+                                     qkv_tensor *targets, const qkv_ce_opts *opts);
 /* (a - b)^2 with a and b broadcast together; mean is over the broadcast elements (torch.nn.functional.mse_loss). */
 qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, qkv_reduction reduction);
 /* torch.nn.functional.binary_cross_entropy_with_logits: logits and float targets in [0, 1] (broadcast together),

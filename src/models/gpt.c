@@ -129,7 +129,7 @@ static qkv_tensor *attention(qkv_ctx *ctx, const qkv_gpt *m, const qkv_gpt_block
     return qkv_linear(ctx, merged, b->proj_w, b->proj_b);
 }
 
-qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps) {
+qkv_tensor *qkv_gpt_hidden(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps) {
     if (!ids) return NULL;
     const qkv_gpt_config *c = &m->cfg;
     if (ids->dtype != QKV_I32 || ids->ndim != 2) {
@@ -162,7 +162,11 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
         h = qkv_linear(ctx, qkv_gelu_tanh(ctx, qkv_linear(ctx, h, b->fc_w, b->fc_b)), b->mproj_w, b->mproj_b);
         x = qkv_add(ctx, x, qkv_dropout(ctx, h, c->dropout));
     }
-    return qkv_linear(ctx, qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps), m->head, NULL);
+    return qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps);
+}
+
+qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps) {
+    return qkv_linear(ctx, qkv_gpt_hidden(ctx, m, ids, maps), m->head, NULL);
 }
 
 /* ---- KV-cached decoding ---------------------------------------------------------------------------------- */
@@ -485,11 +489,13 @@ static qkv_tensor *gpt_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
         qkv_error_set(QKV_ERR_INVALID, "gpt: the batch has no targets");
         return NULL;
     }
-    qkv_tensor *logits = qkv_gpt_forward(ctx, (qkv_gpt *)m, b->ids, NULL);
+    const qkv_gpt *g = (const qkv_gpt *)m;
+    qkv_tensor *h = qkv_gpt_hidden(ctx, g, b->ids, NULL);
     qkv_ce_opts o = qkv_ce_defaults();
     o.token_weight = loss_weights(ctx, b);
     if ((b->mask || b->weights) && !o.token_weight) return NULL;
-    return qkv_cross_entropy(ctx, logits, b->targets, &o);
+    /* the head only on positions that count: with a summarizer's article weight 0 most of them do not */
+    return qkv_cross_entropy_linear(ctx, h, g->head, NULL, b->targets, &o);
 }
 
 static const qkv_model_embedding embeddings[] = {{"transformer.wte.weight", "input", "tied"}, {NULL, NULL, NULL}};

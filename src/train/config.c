@@ -104,6 +104,9 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_NUM(S, train.max_seconds, "train.max_seconds", 0, 0, NO_MAX, 0,
                   "time budget of training proper (0 = none)"),
     QKV_FIELD_INT(S, eval.every, "eval.every", 100, 0, NO_MAX, "an eval on dev every N steps (0: never)"),
+    QKV_FIELD_NUM(S, eval.every_seconds, "eval.every_seconds", 0, 0, NO_MAX, 0,
+                  "also an eval on dev each time this many seconds of training proper have passed (0: never; "
+                  "single-process runs), for learning curves against time"),
     QKV_FIELD_INT(S, eval.batch_size, "eval.batch_size", 64, 1, 1 << 20, "eval batch size"),
     QKV_FIELD_INT(S, eval.max_batches, "eval.max_batches", 0, 0, NO_MAX, "eval batches (0 = the whole split)"),
     QKV_FIELD_CHOICE(S, eval.metric, "eval.metric", "auto",

@@ -522,6 +522,11 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
     qkv_train_outcome out = QKV_TRAIN_FINISHED;
     double tokens = 0, grad_norm = 0, t_log = now();
     bool saved = false;
+    /* eval.every_seconds: the next eval is due when training proper reaches next_eval_s (evals pause the clock, so
+     * curves against training time have points at the same times on every machine load and engine). One process
+     * only: ranks' clocks differ, and an eval must be a decision every rank takes at the same step. */
+    double every_s = L.world == 1 ? r->set.eval.every_seconds : 0, next_eval_s = every_s;
+    long last_eval_step = -1;
     while (st == QKV_OK && r->state.step < total) {
         bool want_stop = hooks && hooks->stop && *hooks->stop;
         bool out_of_time = max_seconds > 0 && train_seconds(&L) >= max_seconds; /* equal-wall-clock comparisons */
@@ -573,7 +578,10 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
             tokens = 0;
         }
         bool stop = false;
-        bool evaluate = r->have_dev && eval_every > 0 && r->state.step % eval_every == 0;
+        bool timed = every_s > 0 && train_seconds(&L) >= next_eval_s;
+        while (every_s > 0 && train_seconds(&L) >= next_eval_s) next_eval_s += every_s;
+        bool evaluate = r->have_dev && ((eval_every > 0 && r->state.step % eval_every == 0) || timed);
+        if (evaluate) last_eval_step = r->state.step;
         /* ZeRO-1: rank 0 writes one process's checkpoints (best.safetensors at an eval too), so it holds every
          * optimiser state while it may write. */
         if (st == QKV_OK && evaluate && L.zero) st = qkv__zero_collect(L.zero, true);
@@ -590,7 +598,8 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev && eval_every > 0 && r->state.step % eval_every;
+    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev &&
+                     ((eval_every > 0 && r->state.step % eval_every) || (every_s > 0 && last_eval_step != r->state.step));
     bool last_save = (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved;
     if (st == QKV_OK && L.zero && (last_eval || last_save)) st = qkv__zero_collect(L.zero, true);
     if (st == QKV_OK && last_eval && L.rank == 0) {

@@ -1,8 +1,8 @@
 /* qkv bench summarize: the decoder-only summarizer's two costs, on a GPT of configs.json's `summarize` entry (the
  * `lm` sizes when absent).
  *   train: AdamW steps on batch x seq_len random ids with the summarize task's loss weights: 0 on the first
- *          seq_len - summary_len predictions (the article), 1 on the last summary_len (qkv_cross_entropy's
- *          token_weight).
+ *          seq_len - summary_len predictions (the article), 1 on the last summary_len, through the model's
+ *          loss path (qkv_cross_entropy_linear: the head and softmax only on the weighted positions).
  *   gen:   greedy summaries of `batch` random articles of prompt_len tokens, summary_len new tokens each, all rows at
  *          once through qkv_generate_batch (KV cache, no stop token so every row runs to the end). */
 #include <math.h>
@@ -40,7 +40,8 @@ static void train_step(void *u) {
     qkv_optim_zero_grad(r->opt);
     qkv_ce_opts o = qkv_ce_defaults();
     o.token_weight = r->w;
-    qkv_tensor *loss = qkv_cross_entropy(r->ctx, qkv_gpt_forward(r->ctx, r->model, r->x, NULL), r->y, &o);
+    qkv_tensor *loss = qkv_cross_entropy_linear(r->ctx, qkv_gpt_hidden(r->ctx, r->model, r->x, NULL),
+                                                r->model->head, NULL, r->y, &o);
     if (!loss || qkv_backward(r->ctx, loss) != QKV_OK || qkv_optim_step(r->opt) != QKV_OK) die("train step");
 }
 
