@@ -49,6 +49,7 @@ typedef struct {
 
 typedef struct {
     int64_t vocab, d_model, n_heads, d_head, d_ff, n_layers, n_ctx, chunk_len, n_hashes, n_buckets, ff_chunk;
+    int64_t bucket_factor, factorize_above;
     int64_t axial[2]; /* axial positions: n_ctx = axial[0] * axial[1]; 0 = learned table */
     float dropout;
     bool shift_right, any_lsh;
@@ -87,14 +88,17 @@ static qkv_tensor *attention_half(qkv_ctx *ctx, qkv_tensor *x, void *user) {
     if (a->lsh) {
         qkv_tensor *qk = heads(ctx, qkv_nn_linear_forward(ctx, &a->q, h), H, dh);
         qkv_tensor *v = heads(ctx, qkv_nn_linear_forward(ctx, &a->v, h), H, dh);
-        int nb = c->n_buckets ? (int)c->n_buckets : qkv_lsh_default_buckets(T, c->chunk_len);
+        int nb = c->n_buckets ? (int)c->n_buckets : qkv_lsh_default_buckets(T, c->chunk_len), n2 = nb;
+        int n1 = c->bucket_factor ? (int)c->bucket_factor : qkv_lsh_factor(nb, (int)c->factorize_above, &n2);
+        if (c->bucket_factor) n2 = ((nb + n1 - 1) / n1 + 1) / 2 * 2;
         qkv_rng fixed, *rng = qkv_ctx_rng(ctx);
         if (!qkv_ctx_training(ctx)) {
             qkv_rng_init(&fixed, c->hash_seed + (uint64_t)a->layer);
             rng = &fixed;
         }
-        qkv_tensor *rot = qkv_lsh_rotations(ctx, rng, dh, (int)c->n_hashes, nb);
+        qkv_tensor *rot = qkv_lsh_rotations(ctx, rng, dh, (int)c->n_hashes, n1 ? n1 + n2 : nb);
         qkv_lsh_opts lo = qkv_lsh_defaults();
+        lo.bucket_factor = n1;
         lo.chunk_len = c->chunk_len;
         lo.causal = true;
         o = rot ? qkv_lsh_attention(ctx, qk, v, rot, &lo) : NULL;
@@ -348,7 +352,7 @@ static const qkv_decoder_ops rf_decoder_ops = {
 
 typedef struct rf_opts {
     int64_t d_model, n_layers, n_heads, d_head, d_ff, n_ctx, chunk_len, n_hashes, n_buckets, ff_chunk, start_id;
-    int64_t hash_seed;
+    int64_t hash_seed, bucket_factor, factorize_above;
     const char *attention, *positions, *axial_shape;
     double dropout;
     bool shift_right;
@@ -367,6 +371,11 @@ static const qkv_field fields[] = {
     QKV_FIELD_INT(rf_opts, chunk_len, "chunk_len", 64, 1, 1 << 16, "LSH: sorted tokens per chunk"),
     QKV_FIELD_INT(rf_opts, n_hashes, "n_hashes", 1, 1, 64, "LSH: hash rounds"),
     QKV_FIELD_INT(rf_opts, n_buckets, "n_buckets", 0, 0, 1 << 20, "LSH: buckets per round (even); 0: 2 T / chunk_len"),
+    QKV_FIELD_INT(rf_opts, bucket_factor, "bucket_factor", 0, 0, 1 << 20,
+                  "LSH: n1 of factorized buckets n1 x n2 (Trax's n_buckets = [n1, n2], n2 = n_buckets / n1 rounded "
+                  "up to even); 0: automatic (factorize_above)"),
+    QKV_FIELD_INT(rf_opts, factorize_above, "factorize_above", QKV_LSH_FACTORIZE_ABOVE, -1, 1 << 20,
+                  "LSH: factorize the hash when n_buckets exceeds this (cost O(n1 + n2) not O(n1 n2)); -1: never"),
     QKV_FIELD_INT(rf_opts, hash_seed, "hash_seed", 1234, 0, 1 << 30, "LSH: seed of the rotations in eval mode"),
     QKV_FIELD_CHOICE(rf_opts, positions, "positions", "learned", "learned|axial", "position embeddings"),
     QKV_FIELD_STR(rf_opts, axial_shape, "axial_shape", "", 0,
@@ -411,6 +420,9 @@ static qkv_status check_opts(const void *p) {
     const rf_opts *o = p;
     bool any;
     if (!parse_pattern(o->attention, o->n_layers, NULL, &any)) return qkv_last_status();
+    if (o->bucket_factor % 2)
+        return qkv_error_set(QKV_ERR_INVALID, "model.bucket_factor %lld must be even (or 0)",
+                             (long long)o->bucket_factor);
     if (o->n_buckets % 2)
         return qkv_error_set(QKV_ERR_INVALID, "model.n_buckets %lld must be even (or 0)", (long long)o->n_buckets);
     if (any && o->n_ctx && o->n_ctx % o->chunk_len)
@@ -448,7 +460,8 @@ static qkv_model *reformer_create(const cJSON *cfg, const qkv_task_info *info, q
                    .d_head = o.d_head, .d_ff = o.d_ff, .n_layers = o.n_layers, .chunk_len = o.chunk_len,
                    .n_hashes = o.n_hashes, .n_buckets = o.n_buckets, .ff_chunk = o.ff_chunk,
                    .dropout = (float)o.dropout, .shift_right = o.shift_right, .start_id = (int32_t)o.start_id,
-                   .hash_seed = (uint64_t)o.hash_seed};
+                   .hash_seed = (uint64_t)o.hash_seed, .bucket_factor = o.bucket_factor,
+                   .factorize_above = o.factorize_above};
     if (!parse_pattern(o.attention, o.n_layers, c.lsh, &c.any_lsh)) return NULL;
     const int64_t L = c.any_lsh ? c.chunk_len : 1;
     int64_t n = o.n_ctx ? o.n_ctx : info && info->max_len > 0 ? info->max_len : 2048;
