@@ -24,6 +24,7 @@
 #include "core/internal.h"
 #include "core/isa.h"
 #include "ops/fast_exp.h"
+#include "ops/lsh_hash.h"
 #include "qkv/lsh_attention.h"
 
 #define LSH_EPS 1e-6f
@@ -106,6 +107,10 @@ static int64_t argmax_pm(const float *row, int64_t half) {
     return best;
 }
 
+int64_t qkv__lsh_bucket(const float *row, int64_t rc, int64_t h1) {
+    return h1 ? argmax_pm(row, h1) + 2 * h1 * argmax_pm(row + h1, rc - h1) : argmax_pm(row, rc);
+}
+
 /* Buckets of every item of head bh into sorted/place. rot [D, nh * rc]; xr scratch [HASH_ROWS, nh * rc];
  * count scratch [nh * nb + 1]; bucket scratch [NT]. */
 static void hash_and_sort(const lsh_plan *p, int64_t bh, const float *rot, float *xr, int64_t *count,
@@ -122,7 +127,7 @@ static void hash_and_sort(const lsh_plan *p, int64_t bh, const float *rot, float
                 int64_t best = 0;
                 if (rot) {
                     const float *row = xr + (t - t0) * nh * rc + r * rc;
-                    best = h1 ? argmax_pm(row, h1) + 2 * h1 * argmax_pm(row + h1, rc - h1) : argmax_pm(row, rc);
+                    best = qkv__lsh_bucket(row, rc, h1);
                 }
                 bucket[r * T + t] = (int32_t)(r * nb + best);
             }
