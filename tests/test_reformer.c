@@ -11,6 +11,7 @@
 
 #include "qkv/model.h"
 #include "qkv/optim.h"
+#include "qkv/reformer.h"
 #include "qkv/threads.h"
 #include "test.h"
 
@@ -302,6 +303,39 @@ TEST(cached_lsh_decoding_runs_to_capacity) {
     qkv_params_free(pa);
 }
 
+/* The public options: the defaults are the schema's, a config built from them creates the model, a bad value or a
+ * broken rule names its key. */
+TEST(public_options) {
+    qkv_reformer_opts o = qkv_reformer_defaults();
+    CHECK(o.d_model == 256 && o.chunk_len == 64 && o.n_hashes == 1 && o.decode_cache && o.shift_right &&
+          o.factorize_above == QKV_LSH_FACTORIZE_ABOVE && !strcmp(o.attention, "lsh"));
+    o.d_model = 16, o.d_head = 8, o.d_ff = 32, o.n_ctx = 128, o.chunk_len = 32, o.attention = "full,lsh";
+    cJSON *cfg = qkv_reformer_config(&o);
+    CHECKF(cfg != NULL, "%s", qkv_last_error());
+    const qkv_model_type *type = qkv_reformer_model_type();
+    CHECK(type == qkv_model_type_find(type->name));
+    qkv_task_info info = {.vocab_size = 7, .max_len = 128};
+    qkv_params *params = qkv_params_new();
+    qkv_rng rng;
+    qkv_rng_init(&rng, 2);
+    qkv_model *m = cfg ? type->create(cfg, &info, params, &rng) : NULL;
+    CHECKF(m != NULL, "%s", qkv_last_error());
+    qkv_model_info mi = {0};
+    if (m) type->info(m, &mi);
+    CHECK(mi.max_positions == 128);
+    if (m) type->free(m);
+    cJSON_Delete(cfg);
+    o.n_buckets = 3;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "model.n_buckets"));
+    o.n_buckets = 0;
+    o.n_ctx = 100;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "model.n_ctx"));
+    o.n_ctx = 128;
+    o.n_hashes = 0;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "n_hashes"));
+    qkv_params_free(params);
+}
+
 int main(void) {
     qkv_threads_set(1); /* small models: threads gain nothing and the machine is shared */
     RUN(char_reformer_learns);
@@ -309,5 +343,6 @@ int main(void) {
     RUN(config_errors_name_the_key);
     RUN(cached_decoding_matches_recompute);
     RUN(cached_lsh_decoding_runs_to_capacity);
+    RUN(public_options);
     return test_finish();
 }

@@ -28,6 +28,7 @@
 #include "qkv/model.h"
 #include "qkv/nn.h"
 #include "qkv/ops.h"
+#include "qkv/reformer.h"
 #include "qkv/schema.h"
 #include "ops/lsh_hash.h"
 
@@ -551,13 +552,7 @@ static const qkv_decoder_ops rf_decoder_ops = {
 
 /* ---- the model type ---------------------------------------------------------------------------------------- */
 
-typedef struct rf_opts {
-    int64_t d_model, n_layers, n_heads, d_head, d_ff, n_ctx, chunk_len, n_hashes, n_buckets, ff_chunk, start_id;
-    int64_t hash_seed, bucket_factor, factorize_above;
-    const char *attention, *positions, *axial_shape;
-    double dropout;
-    bool shift_right, decode_cache;
-} rf_opts;
+typedef qkv_reformer_opts rf_opts;
 
 static const qkv_field fields[] = {
     QKV_FIELD_INT(rf_opts, d_model, "d_model", 256, 1, 1 << 16, "width of each of the two residual streams"),
@@ -759,3 +754,41 @@ const qkv_model_type qkv_model_reformer_lm = {
     .decoder = &rf_decoder_ops,
     .info = reformer_info,
 };
+
+/* ---- the public options (qkv/reformer.h) --------------------------------------------------------------------- */
+
+qkv_reformer_opts qkv_reformer_defaults(void) {
+    qkv_reformer_opts o;
+    qkv_schema_defaults(&schema, &o);
+    return o;
+}
+
+cJSON *qkv_reformer_config(const qkv_reformer_opts *o) {
+    cJSON *obj = cJSON_CreateObject();
+    for (int i = 0; obj && i < schema.n_fields; i++) {
+        const qkv_field *f = &schema.fields[i];
+        const char *at = (const char *)o + f->offset;
+        cJSON *v = NULL;
+        switch (f->type) {
+        case QKV_FIELD_T_INT: v = cJSON_CreateNumber((double)*(const int64_t *)at); break;
+        case QKV_FIELD_T_NUM: v = cJSON_CreateNumber(*(const double *)at); break;
+        case QKV_FIELD_T_BOOL: v = cJSON_CreateBool(*(const bool *)at); break;
+        case QKV_FIELD_T_STR:
+        case QKV_FIELD_T_CHOICE: v = *(const char *const *)at ? cJSON_CreateString(*(const char *const *)at) : NULL;
+        }
+        if (v && (qkv_schema_check_value(&schema, f->key, v) != QKV_OK || !cJSON_AddItemToObject(obj, f->key, v))) {
+            cJSON_Delete(v);
+            cJSON_Delete(obj);
+            return NULL;
+        }
+    }
+    rf_opts filled;
+    if (obj && qkv_model_config(&schema, obj, &filled) != QKV_OK) {
+        cJSON_Delete(obj);
+        return NULL;
+    }
+    if (!obj && !qkv_last_status()) qkv_error_set(QKV_ERR_NOMEM, "reformer config: out of memory");
+    return obj;
+}
+
+const qkv_model_type *qkv_reformer_model_type(void) { return &qkv_model_reformer_lm; }
