@@ -344,7 +344,7 @@ static bool alloc_caches(rf_decoder *d) {
         qkv_rng_fill_normal(&rng, d->rot[l], 0.0f, 1.0f);
     }
     d->work = malloc(sizeof(float) * (size_t)(d->max_len + c->n_hashes * (d->rc + c->d_head + 1) + c->d_head));
-    d->spare = malloc(sizeof(float) * n);
+    d->spare = malloc(sizeof(float) * n > sizeof(int32_t) * nbk ? sizeof(float) * n : sizeof(int32_t) * nbk);
     return d->work && d->spare;
 }
 
