@@ -61,13 +61,13 @@ typedef struct qkv_lsh_opts {
 qkv_lsh_opts qkv_lsh_defaults(void);
 
 /* qk [B, H, T, D], v [B, H, T, Dv] float32 (any strides) and rotations [D, n_hashes, n_buckets / 2] float32 (no
- * gradient; NULL = one bucket) -> a new context tensor [B, H, T, Dv]. Returns NULL (error set) on mismatched shapes,
+ * gradient; NULL = one bucket; [D, n_hashes, n1 / 2 + n2 / 2] with opts.bucket_factor = n1) -> a new context tensor [B, H, T, Dv]. Returns NULL (error set) on mismatched shapes,
  * T not a multiple of chunk_len, a bad mask or scale; NULL inputs give NULL with no new error. */
 qkv_tensor *qkv_lsh_attention(qkv_ctx *ctx, qkv_tensor *qk, qkv_tensor *v, const qkv_tensor *rotations,
                               const qkv_lsh_opts *opts);
 
 /* Fresh random rotations [D, n_hashes, n_buckets / 2] (standard normal draws from rng) into a context tensor, for
- * one forward pass. n_buckets must be even and >= 2. */
+ * one forward pass. n_buckets must be even and >= 2; for factorized hashing pass n1 + n2. */
 qkv_tensor *qkv_lsh_rotations(qkv_ctx *ctx, qkv_rng *rng, int64_t d, int n_hashes, int n_buckets);
 
 /* Factorized hashing for n_buckets > above (above < 0: never): returns n1 and sets *n2 (both even, n1 <= n2,
