@@ -45,6 +45,10 @@ TEST(pytorch_fixtures) {
     padded.o.chunk_len = 8;
     padded.pad_from_input = true;
     CHECK(fixture_check(f, "padded_2_rounds", f_lsh, &padded, 1e-4, 1e-5));
+    lcfg factored = one;
+    factored.o.chunk_len = 8;
+    factored.o.bucket_factor = 4;
+    CHECK(fixture_check(f, "factorized_2_rounds", f_lsh, &factored, 1e-4, 1e-5));
     qkv_st_close(f);
 }
 
@@ -53,14 +57,15 @@ TEST(pytorch_fixtures) {
 TEST(gradcheck_lsh) {
     struct {
         const char *name;
-        int n_hashes, n_buckets;
+        int n_hashes, n_buckets, factor;
         bool causal, self;
         int64_t T, L;
     } cases[] = {
-        {"one_bucket_2_rounds", 2, 0, false, true, 12, 4},
-        {"one_bucket_causal", 3, 0, true, true, 8, 2},
-        {"hashed_causal", 2, 4, true, true, 12, 4},
-        {"hashed_keep_self", 1, 6, false, false, 12, 3},
+        {"one_bucket_2_rounds", 2, 0, 0, false, true, 12, 4},
+        {"one_bucket_causal", 3, 0, 0, true, true, 8, 2},
+        {"hashed_causal", 2, 4, 0, true, true, 12, 4},
+        {"hashed_keep_self", 1, 6, 0, false, false, 12, 3},
+        {"factorized_causal", 2, 6, 2, true, true, 12, 4}, /* 2 x 4 buckets from 1 + 2 columns */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         qkv_ctx *c = qkv_ctx_new();
@@ -71,6 +76,7 @@ TEST(gradcheck_lsh) {
         a.o.causal = cases[k].causal;
         a.o.exclude_self = cases[k].self;
         a.o.n_hashes = cases[k].n_hashes;
+        a.o.bucket_factor = cases[k].factor;
         a.rot = cases[k].n_buckets ? qkv_lsh_rotations(c, &rng, 5, cases[k].n_hashes, cases[k].n_buckets) : NULL;
         qkv_tensor *in[2] = {rand_t(100 + k, 2, 1, cases[k].T, 5), rand_t(200 + k, 2, 1, cases[k].T, 3)};
         gc_opts g = gc_defaults();
@@ -227,6 +233,56 @@ TEST(bad_input) {
     CHECK(!qkv_lsh_attention(c, NULL, v, NULL, &o));
     CHECK(!qkv_lsh_rotations(c, qkv_ctx_rng(c), 4, 1, 3) && strstr(qkv_last_error(), "even"));
     CHECK(qkv_lsh_default_buckets(1024, 64) == 32 && qkv_lsh_default_buckets(8, 64) == 2);
+    o.key_padding = NULL;
+    o.bucket_factor = 4;
+    CHECK(!qkv_lsh_attention(c, qk, v, NULL, &o) && strstr(qkv_last_error(), "needs rotations"));
+    qkv_tensor *rot4 = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(4, 1, 2));
+    CHECK(!qkv_lsh_attention(c, qk, v, rot4, &o) && strstr(qkv_last_error(), "bucket_factor"));
+    o.bucket_factor = 3;
+    CHECK(!qkv_lsh_attention(c, qk, v, rot4, &o) && strstr(qkv_last_error(), "bucket_factor"));
+    qkv_ctx_free(c);
+}
+
+/* The factorization: exact divisors near the square root when they exist, else a cover with n1 n2 >= n; none at or
+ * below the threshold. */
+TEST(factor_choice) {
+    int n2 = 0;
+    CHECK(qkv_lsh_factor(8192, QKV_LSH_FACTORIZE_ABOVE, &n2) == 64 && n2 == 128);
+    CHECK(qkv_lsh_factor(2048, QKV_LSH_FACTORIZE_ABOVE, &n2) == 32 && n2 == 64);
+    CHECK(qkv_lsh_factor(1024, QKV_LSH_FACTORIZE_ABOVE, &n2) == 0 && n2 == 1024);
+    CHECK(qkv_lsh_factor(1024, 512, &n2) == 32 && n2 == 32);
+    CHECK(qkv_lsh_factor(8192, -1, &n2) == 0 && n2 == 8192);
+    for (int n = 1026; n < 5000; n += 2) {
+        int f = qkv_lsh_factor(n, 1024, &n2);
+        CHECKF(f >= 2 && f % 2 == 0 && n2 % 2 == 0 && f <= n2 && (int64_t)f * n2 >= n && (int64_t)f * n2 < 2 * n,
+               "n %d -> %d x %d", n, f, n2);
+    }
+}
+
+/* Factorized buckets are b1 + n1 b2: with the second factor's columns zero every item has b2 = 0 and the hash is
+ * the first factor's direct hash, so the two paths give the same bits. */
+TEST(factorized_reduces_to_direct) {
+    const int64_t T = 32, D = 8;
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *qk = rand_t(31, 1, 2, T, D), *v = rand_t(32, 1, 2, T, D);
+    qkv_rng rng;
+    qkv_rng_init(&rng, 9);
+    qkv_tensor *rd = qkv_lsh_rotations(c, &rng, D, 2, 6);
+    qkv_tensor *rf = qkv_ctx_zeros(c, QKV_F32, QKV_DIMS(D, 2, 4));
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t r = 0; r < 2; r++)
+            for (int64_t j = 0; j < 3; j++) qkv_f32(rf)[(d * 2 + r) * 4 + j] = qkv_f32(rd)[(d * 2 + r) * 3 + j];
+    qkv_lsh_opts o = qkv_lsh_defaults();
+    o.chunk_len = 8;
+    o.causal = true;
+    qkv_tensor *a = qkv_lsh_attention(c, qk, v, rd, &o);
+    o.bucket_factor = 6;
+    qkv_tensor *b = qkv_lsh_attention(c, qk, v, rf, &o);
+    CHECK_NN(a);
+    CHECK_NN(b);
+    if (a && b) CHECK(!memcmp(a->data, b->data, sizeof(float) * (size_t)qkv_numel(a)));
+    qkv_tensor_free(qk);
+    qkv_tensor_free(v);
     qkv_ctx_free(c);
 }
 
@@ -238,5 +294,7 @@ int main(void) {
     RUN(memory_linear_in_length);
     RUN(hash_buckets_follow_the_rotation);
     RUN(bad_input);
+    RUN(factor_choice);
+    RUN(factorized_reduces_to_direct);
     return test_finish();
 }

@@ -1,7 +1,8 @@
 /* The reformer_lm model type: a character-level Reformer (LSH attention, two hash rounds, chunked feed-forward,
  * reversible blocks) trained for a few hundred steps on a slice of Jane Austen ($QKV_SHARED/data/lm) brings the
  * dev loss well below the unigram level; mixed full / LSH layers and axial positions build and train; the model
- * keeps activation memory flat in depth; config errors name the key. Learning is skipped (visibly) without the
+ * keeps activation memory flat in depth; config errors name the key; the cached decoder gives the recomputing
+ * decoder's scores (full attention at any length, LSH within one chunk). Learning is skipped (visibly) without the
  * shared data. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 
 #include "qkv/model.h"
 #include "qkv/optim.h"
+#include "qkv/reformer.h"
 #include "qkv/threads.h"
 #include "test.h"
 
@@ -205,10 +207,142 @@ TEST(config_errors_name_the_key) {
     }
 }
 
+/* A model of the given attention pattern with random weights, decoding cache on or off (same weights). */
+static qkv_model *small_model(const qkv_model_type *type, const char *attention, bool cache, qkv_params *params) {
+    char json[320];
+    snprintf(json, sizeof json, "{\"d_model\": 32, \"n_heads\": 2, \"d_head\": 16, \"d_ff\": 64, \"n_layers\": 3, "
+             "\"attention\": \"%s\", \"chunk_len\": 16, \"n_hashes\": 2, \"n_ctx\": 64, \"decode_cache\": %s}",
+             attention, cache ? "true" : "false");
+    cJSON *cfg = cJSON_Parse(json);
+    qkv_task_info info = {.vocab_size = 11, .max_len = 64};
+    qkv_rng rng;
+    qkv_rng_init(&rng, 5);
+    qkv_model *m = type->create(cfg, &info, params, &rng);
+    CHECKF(m != NULL, "%s: %s", json, qkv_last_error());
+    cJSON_Delete(cfg);
+    return m;
+}
+
+/* The cached decoder against the recomputing one, teacher-forced on random tokens (2 rows, then reordered) and
+ * greedy: full attention layers agree at every length; a model with LSH layers agrees while the history fits in one
+ * chunk (16 positions), beyond which the two choose different keys by design (docs/reformer.md). */
+TEST(cached_decoding_matches_recompute) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    const char *patterns[] = {"full", "full,lsh"};
+    for (int pi = 0; type && pi < 2; pi++) {
+        const int steps = pi == 0 ? 48 : 16, V = 11;
+        qkv_params *pa = qkv_params_new(), *pb = qkv_params_new();
+        qkv_model *ma = small_model(type, patterns[pi], true, pa), *mb = small_model(type, patterns[pi], false, pb);
+        if (!ma || !mb) break;
+        qkv_decoder_state *da = type->decoder->start(ma, NULL, NULL, 2, 0, 1, 64);
+        qkv_decoder_state *db = type->decoder->start(mb, NULL, NULL, 2, 0, 1, 64);
+        CHECK_NN(da);
+        CHECK_NN(db);
+        qkv_rng rng;
+        qkv_rng_init(&rng, 17);
+        float sa[22], sb[22];
+        double worst = 0;
+        int32_t tok[2] = {0, 0}, greedy_a[2], greedy_b[2];
+        int same_greedy = 0;
+        for (int s = 0; da && db && s < steps; s++) {
+            if (s == steps / 2) { /* beam-style reorder: both rows take row 1's history */
+                const int32_t from[2] = {1, 1};
+                CHECK_OK(type->decoder->reorder(da, from, 2));
+                CHECK_OK(type->decoder->reorder(db, from, 2));
+            }
+            CHECK_OK(type->decoder->step(da, tok, sa, NULL));
+            CHECK_OK(type->decoder->step(db, tok, sb, NULL));
+            for (int r = 0; r < 2; r++) {
+                int ba = 0, bb = 0;
+                for (int v = 0; v < V; v++) {
+                    double e = fabs(sa[r * V + v] - sb[r * V + v]);
+                    worst = e > worst ? e : worst;
+                    if (sa[r * V + v] > sa[r * V + ba]) ba = v;
+                    if (sb[r * V + v] > sb[r * V + bb]) bb = v;
+                }
+                greedy_a[r] = ba, greedy_b[r] = bb;
+                same_greedy += ba == bb;
+            }
+            /* row 0 follows its greedy token, row 1 random tokens */
+            tok[0] = greedy_a[0];
+            tok[1] = (int32_t)qkv_rng_below(&rng, (uint32_t)V);
+        }
+        printf("  %s: %d steps, max |cached - recomputed| logit %.2g, greedy equal %d / %d\n", patterns[pi], steps,
+               worst, same_greedy, 2 * steps);
+        CHECKF(worst < 1e-4, "%s: %g", patterns[pi], worst);
+        CHECK(same_greedy == 2 * steps);
+        (void)greedy_b;
+        type->decoder->free(da);
+        type->decoder->free(db);
+        type->free(ma);
+        type->free(mb);
+        qkv_params_free(pa);
+        qkv_params_free(pb);
+    }
+}
+
+/* Beyond one chunk an LSH model's cached decoder still gives finite scores and keeps going to the capacity. */
+TEST(cached_lsh_decoding_runs_to_capacity) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    qkv_params *pa = qkv_params_new();
+    qkv_model *m = type ? small_model(type, "lsh", true, pa) : NULL;
+    qkv_decoder_state *d = m ? type->decoder->start(m, NULL, NULL, 1, 0, 1, 0) : NULL;
+    CHECK_NN(d);
+    float sc[11];
+    int32_t tok = 3;
+    bool finite = true;
+    for (int s = 0; d && s < 64; s++) {
+        CHECK_OK(type->decoder->step(d, &tok, sc, NULL));
+        for (int v = 0; v < 11; v++) finite &= isfinite(sc[v]) != 0;
+        tok = (tok * 7 + 1) % 11;
+    }
+    CHECK(finite);
+    CHECK(d && type->decoder->step(d, &tok, sc, NULL) == QKV_ERR_RANGE);
+    if (d) type->decoder->free(d);
+    if (m) type->free(m);
+    qkv_params_free(pa);
+}
+
+/* The public options: the defaults are the schema's, a config built from them creates the model, a bad value or a
+ * broken rule names its key. */
+TEST(public_options) {
+    qkv_reformer_opts o = qkv_reformer_defaults();
+    CHECK(o.d_model == 256 && o.chunk_len == 64 && o.n_hashes == 1 && o.decode_cache && o.shift_right &&
+          o.factorize_above == QKV_LSH_FACTORIZE_ABOVE && !strcmp(o.attention, "lsh"));
+    o.d_model = 16, o.d_head = 8, o.d_ff = 32, o.n_ctx = 128, o.chunk_len = 32, o.attention = "full,lsh";
+    cJSON *cfg = qkv_reformer_config(&o);
+    CHECKF(cfg != NULL, "%s", qkv_last_error());
+    const qkv_model_type *type = qkv_reformer_model_type();
+    CHECK(type == qkv_model_type_find(type->name));
+    qkv_task_info info = {.vocab_size = 7, .max_len = 128};
+    qkv_params *params = qkv_params_new();
+    qkv_rng rng;
+    qkv_rng_init(&rng, 2);
+    qkv_model *m = cfg ? type->create(cfg, &info, params, &rng) : NULL;
+    CHECKF(m != NULL, "%s", qkv_last_error());
+    qkv_model_info mi = {0};
+    if (m) type->info(m, &mi);
+    CHECK(mi.max_positions == 128);
+    if (m) type->free(m);
+    cJSON_Delete(cfg);
+    o.n_buckets = 3;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "model.n_buckets"));
+    o.n_buckets = 0;
+    o.n_ctx = 100;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "model.n_ctx"));
+    o.n_ctx = 128;
+    o.n_hashes = 0;
+    CHECK(!qkv_reformer_config(&o) && strstr(qkv_last_error(), "n_hashes"));
+    qkv_params_free(params);
+}
+
 int main(void) {
     qkv_threads_set(1); /* small models: threads gain nothing and the machine is shared */
     RUN(char_reformer_learns);
     RUN(training_memory_flat_in_depth);
     RUN(config_errors_name_the_key);
+    RUN(cached_decoding_matches_recompute);
+    RUN(cached_lsh_decoding_runs_to_capacity);
+    RUN(public_options);
     return test_finish();
 }

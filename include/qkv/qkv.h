@@ -37,6 +37,7 @@
 #include "qkv/config.h"
 #include "qkv/plot.h"
 #include "qkv/gpt.h"
+#include "qkv/reformer.h"
 #include "qkv/rnnlm.h"
 #include "qkv/decoder.h"
 #include "qkv/decode.h"

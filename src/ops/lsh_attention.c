@@ -24,6 +24,7 @@
 #include "core/internal.h"
 #include "core/isa.h"
 #include "ops/fast_exp.h"
+#include "ops/lsh_hash.h"
 #include "qkv/lsh_attention.h"
 
 #define LSH_EPS 1e-6f
@@ -41,6 +42,25 @@ int qkv_lsh_default_buckets(int64_t T, int64_t chunk_len) {
     return nb < 2 ? 2 : nb > (1 << 20) ? (1 << 20) : (int)nb;
 }
 
+int qkv_lsh_factor(int n_buckets, int above, int *n2) {
+    if (above < 0 || n_buckets <= above || n_buckets < 8) {
+        *n2 = n_buckets;
+        return 0;
+    }
+    const double root = sqrt((double)n_buckets);
+    int n1 = 0;
+    for (int d = 2; d <= (int)root; d += 2)
+        if (n_buckets % d == 0 && (n_buckets / d) % 2 == 0) n1 = d;
+    if (n1 && 2.0 * n1 >= root) {
+        *n2 = n_buckets / n1;
+        return n1;
+    }
+    n1 = 2 * (int)lround(root / 2.0);
+    int m = (n_buckets + n1 - 1) / n1;
+    *n2 = m + (m & 1);
+    return n1;
+}
+
 qkv_tensor *qkv_lsh_rotations(qkv_ctx *ctx, qkv_rng *rng, int64_t d, int n_hashes, int n_buckets) {
     if (d < 1 || n_hashes < 1 || n_buckets < 2 || n_buckets % 2) {
         qkv_error_set(QKV_ERR_INVALID, "lsh_rotations: need d >= 1, n_hashes >= 1 and an even n_buckets >= 2 "
@@ -54,6 +74,7 @@ qkv_tensor *qkv_lsh_rotations(qkv_ctx *ctx, qkv_rng *rng, int64_t d, int n_hashe
 
 typedef struct {
     int64_t B, H, T, D, Dv, L, nh, nb; /* nb: buckets per round (1 without rotations) */
+    int64_t rc, h1;        /* rotation columns per round; factorized: n1 / 2 (else 0) */
     float scale;
     bool causal, exclude_self;
     const float *qk, *v;   /* contiguous [BH, T, D] / [BH, T, Dv] */
@@ -75,28 +96,38 @@ static int max_threads(void) {
  * all of them at once would take T^2 / chunk_len floats). */
 #define HASH_ROWS 64
 
-/* Buckets of every item of head bh into sorted/place. rot [D, nh * nb/2]; xr scratch [HASH_ROWS, nh * nb/2];
+/* argmax over [row ; -row] (2 half entries), the first maximum on ties (as torch.argmax). */
+static int64_t argmax_pm(const float *row, int64_t half) {
+    int64_t best = 0;
+    float bv = row[0];
+    for (int64_t j = 1; j < half; j++)
+        if (row[j] > bv) bv = row[j], best = j;
+    for (int64_t j = 0; j < half; j++)
+        if (-row[j] > bv) bv = -row[j], best = half + j;
+    return best;
+}
+
+int64_t qkv__lsh_bucket(const float *row, int64_t rc, int64_t h1) {
+    return h1 ? argmax_pm(row, h1) + 2 * h1 * argmax_pm(row + h1, rc - h1) : argmax_pm(row, rc);
+}
+
+/* Buckets of every item of head bh into sorted/place. rot [D, nh * rc]; xr scratch [HASH_ROWS, nh * rc];
  * count scratch [nh * nb + 1]; bucket scratch [NT]. */
 static void hash_and_sort(const lsh_plan *p, int64_t bh, const float *rot, float *xr, int64_t *count,
                           int32_t *bucket) {
-    const int64_t T = p->T, D = p->D, nh = p->nh, nb = p->nb, half = nb / 2, NT = nh * T;
+    const int64_t T = p->T, D = p->D, nh = p->nh, nb = p->nb, rc = p->rc, h1 = p->h1, NT = nh * T;
     const float *x = p->qk + bh * T * D;
     for (int64_t t0 = 0; t0 < T; t0 += HASH_ROWS) {
         const int64_t nt = T - t0 < HASH_ROWS ? T - t0 : HASH_ROWS;
         if (rot)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nt, (int)(nh * half), (int)D, 1.0f,
-                        x + t0 * D, (int)D, rot, (int)(nh * half), 0.0f, xr, (int)(nh * half));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nt, (int)(nh * rc), (int)D, 1.0f,
+                        x + t0 * D, (int)D, rot, (int)(nh * rc), 0.0f, xr, (int)(nh * rc));
         for (int64_t r = 0; r < nh; r++)
             for (int64_t t = t0; t < t0 + nt; t++) {
                 int64_t best = 0;
                 if (rot) {
-                    /* argmax over [xR ; -xR], the first maximum on ties (as torch.argmax). */
-                    const float *row = xr + (t - t0) * nh * half + r * half;
-                    float bv = row[0];
-                    for (int64_t j = 1; j < half; j++)
-                        if (row[j] > bv) bv = row[j], best = j;
-                    for (int64_t j = 0; j < half; j++)
-                        if (-row[j] > bv) bv = -row[j], best = half + j;
+                    const float *row = xr + (t - t0) * nh * rc + r * rc;
+                    best = qkv__lsh_bucket(row, rc, h1);
                 }
                 bucket[r * T + t] = (int32_t)(r * nb + best);
             }
@@ -407,6 +438,17 @@ static bool check_inputs(const qkv_tensor *qk, const qkv_tensor *v, const qkv_te
                           "with D = %lld", qkv_shape_str(rot, c, sizeof c), (long long)qk->shape[3]);
             return false;
         }
+        const int64_t rc = rot->shape[2];
+        if (o->bucket_factor && (o->bucket_factor < 2 || o->bucket_factor % 2 || rc - o->bucket_factor / 2 < 1 ||
+                                 (double)o->bucket_factor * 2.0 * (double)(rc - o->bucket_factor / 2) *
+                                         (double)rot->shape[1] > (double)INT32_MAX)) {
+            qkv_error_set(QKV_ERR_INVALID, "lsh_attention: bucket_factor %d must be even, >= 2 and leave >= 1 of "
+                          "the %lld rotation columns to the second factor", o->bucket_factor, (long long)rc);
+            return false;
+        }
+    } else if (o->bucket_factor) {
+        qkv_error_set(QKV_ERR_INVALID, "lsh_attention: bucket_factor %d needs rotations", o->bucket_factor);
+        return false;
     } else if (o->n_hashes < 1) {
         qkv_error_set(QKV_ERR_INVALID, "lsh_attention: n_hashes %d < 1", o->n_hashes);
         return false;
@@ -441,6 +483,11 @@ qkv_tensor *qkv_lsh_attention(qkv_ctx *ctx, qkv_tensor *qk, qkv_tensor *v, const
                     .L = o.chunk_len, .nh = rotations ? rotations->shape[1] : o.n_hashes,
                     .nb = rotations ? 2 * rotations->shape[2] : 1, .causal = o.causal,
                     .exclude_self = o.exclude_self};
+    if (rotations) {
+        p->rc = rotations->shape[2];
+        p->h1 = o.bucket_factor / 2;
+        if (p->h1) p->nb = 2 * p->h1 * 2 * (p->rc - p->h1);
+    }
     p->scale = o.scale != 0.0f ? o.scale : p->D > 0 ? 1.0f / sqrtf((float)p->D) : 1.0f;
     const int64_t BH = p->B * p->H, T = p->T, NT = p->nh * T, nc = NT / p->L;
     qkv_tensor *out = qkv__out(ctx, QKV_F32, QKV_DIMS(p->B, p->H, T, p->Dv));
@@ -472,7 +519,7 @@ qkv_tensor *qkv_lsh_attention(qkv_ctx *ctx, qkv_tensor *qk, qkv_tensor *v, const
     }
     /* Hash scratch per thread: rotated vectors of a block of rows, bucket counts, buckets [NT]. */
     const int nth = max_threads();
-    const int64_t hper = HASH_ROWS * p->nh * (p->nb / 2) + 16, cper = p->nh * p->nb + 2;
+    const int64_t hper = HASH_ROWS * p->nh * p->rc + 16, cper = p->nh * p->nb + 2;
     float *hx = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)(nth * hper));
     int64_t *cnt = qkv_ctx_alloc(ctx, sizeof(int64_t) * (size_t)(nth * cper));
     int32_t *bk = qkv_ctx_alloc(ctx, sizeof(int32_t) * (size_t)(nth * NT));

@@ -7,11 +7,24 @@ import torch
 from fixture import Fixture
 
 
-def lsh_attention(qk, v, rot, chunk_len, causal=False, exclude_self=True, pad=None, n_hashes=1):
+def hash_buckets(r, factor):
+    """r [n_hashes, T, columns] rotated vectors -> buckets [n_hashes, T]. factor 0: argmax([r ; -r]). factor n1:
+    Trax's factorized n_buckets = [n1, n2], bucket = argmax of the first n1/2 columns' [r ; -r] + n1 * the argmax
+    of the other columns'."""
+    if not factor:
+        return torch.argmax(torch.cat([r, -r], dim=-1), dim=-1)
+    h1 = factor // 2
+    r1, r2 = r[..., :h1], r[..., h1:]
+    b1 = torch.argmax(torch.cat([r1, -r1], dim=-1), dim=-1)
+    b2 = torch.argmax(torch.cat([r2, -r2], dim=-1), dim=-1)
+    return b1 + factor * b2
+
+
+def lsh_attention(qk, v, rot, chunk_len, causal=False, exclude_self=True, pad=None, n_hashes=1, factor=0):
     B, H, T, D = qk.shape
     if rot is not None:
         n_hashes, half = rot.shape[1], rot.shape[2]
-        n_buckets = 2 * half
+        n_buckets = factor * 2 * (half - factor // 2) if factor else 2 * half
     else:
         n_buckets = 1
     khat = qk / torch.sqrt((qk * qk).mean(-1, keepdim=True) + 1e-6)
@@ -23,7 +36,7 @@ def lsh_attention(qk, v, rot, chunk_len, causal=False, exclude_self=True, pad=No
             x = qk[b, h]
             if rot is not None:
                 r = torch.einsum("td,dhi->hti", x.detach(), rot)
-                buckets = torch.argmax(torch.cat([r, -r], dim=-1), dim=-1)
+                buckets = hash_buckets(r, factor)
             else:
                 buckets = torch.zeros(n_hashes, T, dtype=torch.long)
             buckets = (buckets + torch.arange(n_hashes).reshape(-1, 1) * n_buckets).reshape(-1)
@@ -78,4 +91,9 @@ pad = torch.zeros(2, 16, dtype=torch.int32)
 pad[1, 11:] = 1
 fx.case("padded_2_rounds", lambda q, v, r, m: lsh_attention(q, v, r, 8, pad=m),
         [fx.rand(2, 1, 16, 8), fx.rand(2, 1, 16, 4), rot2, pad], grad=[True, True, False, False])
+# Factorized hashing: 4 x 6 = 24 buckets per round from 2 + 3 rotation columns, two rounds, T = 48 (not causal:
+# a causal query alone with two copies of itself meets float32 rounding of the 1e5 self mask, not the hash).
+rotf = torch.randn(8, 2, 5, generator=g)
+fx.case("factorized_2_rounds", lambda q, v, r: lsh_attention(q, v, r, 8, factor=4),
+        [fx.rand(1, 2, 48, 8), fx.rand(1, 2, 48, 4), rotf], grad=[True, True, False])
 fx.save()

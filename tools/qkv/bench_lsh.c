@@ -1,6 +1,7 @@
 /* qkv bench lsh: one shared-QK self-attention block of the Reformer, forward + backward of sum(out) with respect to
  * the input and every weight: projections x -> qk, v (no bias), attention, out-projection (with bias).
- *   mode lsh : qkv_lsh_attention (fresh rotations every step, n_buckets = 2 T / chunk_len), memory O(T chunk_len)
+ *   mode lsh : qkv_lsh_attention (fresh rotations every step, n_buckets = 2 T / chunk_len, factorized hashing above
+ *              factorize_above buckets, default QKV_LSH_FACTORIZE_ABOVE, -1 never), memory O(T chunk_len)
  *   mode full: the same projections through qkv_sdpa's fused kernels with q = qk and k = qk normalised as LSH
  *              attention normalises its keys (full causal shared-QK attention): memory O(T), time O(T^2)
  * Both causal. Sizes: configs.json's `lsh` entry when present (n_heads, d_head, batch, chunk_len, n_hashes), else
@@ -21,6 +22,7 @@ typedef struct {
     qkv_ctx *ctx;
     qkv_tensor *x, *w_qk, *w_v, *w_out, *b_out;
     long B, T, H, dh, chunk, n_hashes;
+    int n_buckets, n1, n2; /* n1 > 0: factorized, n1 x n2 buckets */
     bool lsh;
 } lsh_run;
 
@@ -40,8 +42,9 @@ static void step(void *u) {
         qkv_lsh_opts o = qkv_lsh_defaults();
         o.chunk_len = r->chunk;
         o.causal = true;
+        o.bucket_factor = r->n1;
         qkv_tensor *rot = qkv_lsh_rotations(c, qkv_ctx_rng(c), r->dh, (int)r->n_hashes,
-                                            qkv_lsh_default_buckets(r->T, r->chunk));
+                                            r->n1 ? r->n1 + r->n2 : r->n_buckets);
         a = qkv_lsh_attention(c, qk, v, rot, &o);
     } else {
         qkv_tensor *ms = qkv_mean(c, qkv_mul(c, qk, qk), -1, true);
@@ -68,6 +71,8 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     r.chunk = bench_cfg_int(b, "chunk_len", 64);
     r.n_hashes = bench_cfg_int(b, "n_hashes", 2);
     r.T = seq_len > 0 ? seq_len : 4096;
+    r.n_buckets = qkv_lsh_default_buckets(r.T, r.chunk);
+    r.n1 = qkv_lsh_factor(r.n_buckets, (int)bench_cfg_int(b, "factorize_above", QKV_LSH_FACTORIZE_ABOVE), &r.n2);
     if (r.T % r.chunk) {
         fprintf(stderr, "qkv bench lsh: --seq-len %ld must be a multiple of chunk_len %ld\n", r.T, r.chunk);
         return CLI_USAGE;
@@ -107,7 +112,12 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     if (r.lsh) {
         cJSON_AddNumberToObject(o, "chunk_len", (double)r.chunk);
         cJSON_AddNumberToObject(o, "n_hashes", (double)r.n_hashes);
-        cJSON_AddNumberToObject(o, "n_buckets", (double)qkv_lsh_default_buckets(r.T, r.chunk));
+        cJSON_AddNumberToObject(o, "n_buckets", (double)(r.n1 ? r.n1 * r.n2 : r.n_buckets));
+        if (r.n1) {
+            cJSON *f = cJSON_AddArrayToObject(o, "bucket_factors");
+            cJSON_AddItemToArray(f, cJSON_CreateNumber(r.n1));
+            cJSON_AddItemToArray(f, cJSON_CreateNumber(r.n2));
+        }
     }
     cJSON_AddNumberToObject(o, "arena_mib", (double)qkv_ctx_arena_peak(r.ctx) / (1 << 20));
     cJSON_AddStringToObject(o, "status", "ok");
