@@ -60,5 +60,31 @@ check "a bad task format exits 2 naming data.tasks[1].format" '[ $rc = 2 ] && gr
 sed 's/"labels": "negative,positive"/"labels": "negative"/' "$d/c.json" > "$d/bad2.json"
 "$QKV" train --config "$d/bad2.json" --run "$d/bad2" > /dev/null 2> "$d/err"; rc=$?
 check "a label without a word exits 2 naming file and line" '[ $rc = 2 ] && grep -q "sent.tsv:2: label .1." "$d/err"'
+# Pretrain -> fine-tune: span corruption on plain text, then the tasks from its weights (finetune.init_from) with its
+# tokenizer (data.tokenizer_from) and its sentinel ids (data.keep_sentinels), so every tensor has its shape.
+for i in $(seq 0 199); do echo "${words[$((i % 15))]} ${words[$(((i * 7) % 15))]} ${words[$(((i * 11 + 2) % 15))]} ${words[$(((i * 2 + 5) % 15))]} ${words[$(((i * 13 + 1) % 15))]}"; done > "$d/corpus.txt"
+cat > "$d/pre.json" <<JSON
+{"model": {"type": "t5", "d_model": 32, "n_heads": 2, "d_kv": 16, "d_ff": 64, "dropout": 0.0},
+ "data": {"task": "span_corruption", "train": "$d/corpus.txt", "max_len": 16, "sentinels": 20},
+ "train": {"steps": 10, "batch_size": 8}, "eval": {"every": 0}, "seed": 5}
+JSON
+QKV_THREADS=1 "$QKV" train --config "$d/pre.json" --run "$d/pre" --quiet > /dev/null 2>&1; rc=$?
+check "span-corruption pretraining on plain text" '[ $rc = 0 ]'
+python3 - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/c.json"))
+c["data"].update({"tokenizer_from": d + "/pre", "keep_sentinels": True, "sentinels": 20})
+c["finetune"] = {"init_from": d + "/pre"}
+json.dump(c, open(d + "/ft.json", "w"))
+c["data"]["keep_sentinels"] = False
+json.dump(c, open(d + "/ft_bad.json", "w"))
+PY
+QKV_THREADS=1 "$QKV" train --config "$d/ft.json" --run "$d/ft" --set train.steps=10 --quiet > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 0 ] || cat "$d/err"
+check "fine-tuning starts from every pretrained tensor, with the pretraining vocabulary" \
+  '[ $rc = 0 ] && grep "\"kind\":\"init_from\"" "$d/ft/log.jsonl" | grep -q "\"n_new\":0" && cmp -s "$d/pre/vocab.txt" "$d/ft/vocab.txt"'
+"$QKV" train --config "$d/ft_bad.json" --run "$d/ft_bad" --set train.steps=10 --quiet > /dev/null 2> "$d/err"; rc=$?
+check "without the sentinels the embedding's shape differs: exit 2" '[ $rc = 2 ] && grep -qi "shape" "$d/err"'
 echo "cli_t5_tasks: $pass passed, $fail failed"
 [ "$fail" = 0 ]

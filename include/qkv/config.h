@@ -43,6 +43,8 @@ typedef struct qkv_run_settings {
         /* span_corruption (src/train/task_span.c) */
         double noise_density, mean_span;
         int64_t sentinels;
+        bool keep_sentinels;        /* seq2seq: the sentinel ids too (fine-tuning a span-corruption run) */
+        const char *tokenizer_from; /* seq2seq: "" or a run directory whose tokenizer files this run copies */
         /* pretrain (src/train/task_pretrain.c, docs/bert.md) */
         double heldout, mask_prob, short_seq_prob;
         int64_t max_predictions, wordpiece_vocab_size;

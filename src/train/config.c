@@ -82,6 +82,12 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_NUM(S, data.mean_span, "data.mean_span", 3, 1, 1000, 0, "span_corruption: mean length of a dropped span"),
     QKV_FIELD_INT(S, data.sentinels, "data.sentinels", 100, 1, 1 << 16,
                   "span_corruption: sentinel ids <extra_id_0..> added at the top of the vocabulary"),
+    QKV_FIELD_BOOL(S, data.keep_sentinels, "data.keep_sentinels", false,
+                   "seq2seq: also reserve the data.sentinels ids, as span corruption does (a run fine-tuned from a "
+                   "span-corruption run: its embedding then has that run's shape)"),
+    QKV_FIELD_STR(S, data.tokenizer_from, "data.tokenizer_from", "", QKV_FIELD_PATH,
+                  "seq2seq: a run directory whose tokenizer files a new run copies instead of building its own, so "
+                  "its ids are that run's (pretrain -> fine-tune with finetune.init_from)"),
     QKV_FIELD_NUM(S, data.heldout, "data.heldout", 0.01, 0, 1, QKV_FIELD_HI_OPEN,
                   "pretrain: fraction of the training documents held out for evals (seeded by seed)"),
     QKV_FIELD_NUM(S, data.mask_prob, "data.mask_prob", 0.15, 0, 1, QKV_FIELD_LO_OPEN | QKV_FIELD_HI_OPEN,

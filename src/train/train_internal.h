@@ -118,10 +118,13 @@ qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, i
                                  struct cJSON *out);
 
 /* ---- span_corruption (task_span.c) ---- */
-/* The documents of a pretraining corpus, one call of fn per document, in order. Today plain text, one document a
- * line (the lm/ format); the one function a shared corpus reader (qkv_documents_*) has to replace. */
+/* The documents of a pretraining corpus, one call of fn per document, in order: a plain-text file, one document a
+ * line (the lm/ format), or a directory laid out as ../shared/data read through qkv_documents_read_data_dir (the
+ * English training splits; each document's sentences joined by spaces). docs_dataset: the same as rows of one
+ * field (the tokenizer is built from them). */
 typedef qkv_status (*qkv__doc_fn)(const char *text, size_t len, void *user);
 qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user);
+qkv_dataset *qkv__docs_dataset(const char *path);
 /* Encodes every document, concatenates the ids and cuts them into runs of the raw length whose corrupted input is
  * data.max_len tokens (T5's random_spans_helper); each run becomes one seq2seq example: source = the corrupted
  * input with </s>, target = <s> then sentinels and dropped spans with </s>. Masks are drawn from a generator seeded
