@@ -52,5 +52,18 @@ gen=$("$QKV" generate --run "$d/mt" "sentiment: a sad and awful film")
 check "generate answers a prefixed prompt" '[ "$gen" = "negative" ]'
 "$QKV" train --config "$d/mt.json" --run "$d/mt_bad" --set eval.tasks=sentiment=f1 > /dev/null 2> "$d/err"; rc=$?
 check "a bad eval.tasks metric is an error naming it" '[ $rc != 0 ] && grep -q "eval.tasks" "$d/err"'
+# The shared English corpus as a directory: qkv_documents_read_data_dir's training documents (Austen, KJV, Brown,
+# Debian descriptions), never the Spanish side nor a dev/test split.
+cat > "$d/dir.json" <<JSON
+{"model": {"type": "t5", "d_model": 32, "n_heads": 2, "d_ff": 64},
+ "data": {"task": "span_corruption", "train": "$data/..", "max_len": 32, "max_vocab": 8000},
+ "train": {"steps": 2, "batch_size": 4}, "eval": {"every": 0}}
+JSON
+"$QKV" train --config "$d/dir.json" --run "$d/dir" --quiet > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 0 ] || cat "$d/err"
+check "span corruption reads the shared corpus directory (English words of several sources, no Spanish)" \
+  '[ $rc = 0 ] && grep -qx package "$d/dir/vocab.txt" && grep -qx dashwood "$d/dir/vocab.txt" && ! grep -qx jehová "$d/dir/vocab.txt"'
+"$QKV" config show t5_small > "$d/small.json"; rc=$?
+check "t5_small: span corruption on the shared corpus, d 128" '[ $rc = 0 ] && grep -q "\"span_corruption\"" "$d/small.json" && grep -q "\"../shared/data\"" "$d/small.json"'
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

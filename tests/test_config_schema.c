@@ -238,7 +238,123 @@ TEST(run_settings) {
     cJSON_Delete(u);
 }
 
+/* Arrays of objects: every element checked against the item schema, errors naming the index. */
+typedef struct item_opts {
+    const char *name;
+    int64_t size;
+} item_opts;
+static qkv_status check_item(const void *p) {
+    const item_opts *o = p;
+    return o->name[0] ? QKV_OK : qkv_error_set(QKV_ERR_INVALID, "name: required");
+}
+static const qkv_field ITEM_FIELDS[] = {
+    QKV_FIELD_STR(item_opts, name, "name", "", 0, "a name"),
+    QKV_FIELD_INT(item_opts, size, "size", 2, 1, 10, "a size"),
+};
+static const qkv_schema ITEM = QKV_SCHEMA("", item_opts, ITEM_FIELDS, check_item);
+typedef struct list_opts {
+    const cJSON *items;
+    int64_t n;
+} list_opts;
+static const qkv_field LIST_FIELDS[] = {
+    QKV_FIELD_LIST(list_opts, items, "deep.items", &ITEM, "the items"),
+    QKV_FIELD_INT(list_opts, n, "n", 1, 0, 5, "a count"),
+};
+static const qkv_schema LIST = QKV_SCHEMA("t", list_opts, LIST_FIELDS, NULL);
+
+static void expect_list(const char *json, const char *message) {
+    cJSON *j = cJSON_Parse(json);
+    list_opts o;
+    qkv_status st = qkv_schema_fill(&LIST, j, NULL, &o);
+    CHECKF(st != QKV_OK && !strcmp(qkv_last_error(), message), "%s: got '%s', wanted '%s'", json,
+           st ? qkv_last_error() : "accepted", message);
+    cJSON_Delete(j);
+}
+
+TEST(lists_of_objects) {
+    list_opts o;
+    CHECK_OK(qkv_schema_fill(&LIST, NULL, NULL, &o));
+    CHECK(o.items == NULL && cJSON_GetArraySize(o.items) == 0);
+    cJSON *j = cJSON_Parse("{\"deep\": {\"items\": [{\"name\": \"a\"}, {\"name\": \"b\", \"size\": 7}]}}");
+    CHECK_OK(qkv_schema_fill(&LIST, j, NULL, &o));
+    CHECK(cJSON_GetArraySize(o.items) == 2);
+    const qkv_field *f = qkv_schema_find(&LIST, "deep.items");
+    CHECK(f && f->type == QKV_FIELD_T_LIST);
+    item_opts it;
+    CHECK_OK(qkv_schema_list_item(&LIST, f, o.items, 0, &it));
+    CHECK(!strcmp(it.name, "a") && it.size == 2);
+    CHECK_OK(qkv_schema_list_item(&LIST, f, o.items, 1, &it));
+    CHECK(!strcmp(it.name, "b") && it.size == 7);
+    CHECK(qkv_schema_list_item(&LIST, f, o.items, 2, &it) == QKV_ERR_RANGE);
+    CHECK(strstr(qkv_last_error(), "t.deep.items[2]") != NULL);
+    cJSON_Delete(j);
+    expect_list("{\"deep\": {\"items\": {}}}", "t.deep.items: expected an array of objects, got an object");
+    expect_list("{\"deep\": {\"items\": [{\"name\": \"a\"}, 3]}}", "t.deep.items[1]: expected an object, got a number");
+    expect_list("{\"deep\": {\"items\": [{\"name\": \"a\"}, {\"name\": \"b\", \"size\": 11}]}}",
+                "t.deep.items[1].size: expected an integer in [1, 10], got 11");
+    expect_list("{\"deep\": {\"items\": [{\"nam\": \"a\"}]}}", "t.deep.items[0].nam: unknown key (known: name, size)");
+    expect_list("{\"deep\": {\"items\": [{\"size\": 3}]}}", "t.deep.items[0]: name: required");
+    /* the defaults and the reference text */
+    cJSON *d = qkv_schema_json(&LIST);
+    char *text = cJSON_PrintUnformatted(d);
+    CHECKF(text && !strcmp(text, "{\"deep\":{\"items\":[]},\"n\":1}"), "%s", text ? text : "(null)");
+    cJSON_free(text);
+    cJSON_Delete(d);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    CHECK_NN(mem);
+    if (!mem) return;
+    qkv_schema_explain(&LIST, mem);
+    fclose(mem);
+    CHECKF(strstr(buf, "t.deep.items ") && strstr(buf, "t.deep.items[].size"), "%s", buf);
+    free(buf);
+}
+
+static void expect_resolve(const char *json, const char *message) {
+    cJSON *u = cJSON_Parse(json);
+    cJSON *c = qkv_config_resolve(u, NULL);
+    CHECKF(!c && !strcmp(qkv_last_error(), message), "%s: got '%s', wanted '%s'", json, c ? "accepted" : qkv_last_error(),
+           message);
+    cJSON_Delete(c);
+    cJSON_Delete(u);
+}
+
+/* data.tasks in a run config: read element by element, errors naming the index. */
+TEST(run_config_tasks) {
+    cJSON *u = cJSON_Parse("{\"model\": {\"type\": \"t5\"}, \"data\": {\"tasks\": [{\"name\": \"tr\", \"train\": "
+                           "\"a.tsv\"}, {\"name\": \"se\", \"train\": \"b.tsv\", \"format\": \"label\", \"labels\": "
+                           "\"negative,positive\"}], \"mixing\": \"temperature\", \"mixing_temperature\": 2}}");
+    cJSON *c = qkv_config_resolve(u, NULL);
+    CHECKF(c != NULL, "%s", qkv_last_error());
+    qkv_run_settings rs;
+    CHECK_OK(qkv_config_settings(c, &rs));
+    CHECK(qkv_config_task_count(&rs) == 2 && !strcmp(rs.data.mixing, "temperature") && rs.data.mixing_temperature == 2);
+    qkv_task_settings t;
+    CHECK_OK(qkv_config_task(&rs, 1, &t));
+    CHECK(!strcmp(t.name, "se") && !strcmp(t.format, "label") && !strcmp(t.labels, "negative,positive") &&
+          !strcmp(t.metric, "auto") && !t.prefix[0] && !t.dev[0]);
+    cJSON_Delete(c);
+    cJSON_Delete(u);
+    expect_resolve("{\"model\": {\"type\": \"t5\"}, \"data\": {\"tasks\": [{\"name\": \"a\", \"train\": \"x\", "
+                   "\"format\": \"nope\"}]}}",
+                   "data.tasks[0].format: expected one of tsv|label|pair_label|qa, got 'nope'");
+    expect_resolve("{\"model\": {\"type\": \"t5\"}, \"data\": {\"tasks\": [{\"name\": \"a\", \"train\": \"x\"}, "
+                   "{\"name\": \"b\"}]}}",
+                   "data.tasks[1]: b: train: required (the task's training file)");
+    expect_resolve("{\"model\": {\"type\": \"t5\"}, \"data\": {\"tasks\": [{\"name\": \"a\", \"train\": \"x\"}, "
+                   "{\"name\": \"a\", \"train\": \"y\"}]}}",
+                   "data.tasks[1].name: 'a' is also task 0's");
+    expect_resolve("{\"model\": {\"type\": \"t5\"}, \"data\": {\"train\": \"t\", \"tasks\": [{\"name\": \"a\", "
+                   "\"train\": \"x\"}]}}",
+                   "data.train/dev/test: leave them empty when data.tasks lists the tasks (each task names its own files)");
+    expect_resolve("{\"model\": {\"type\": \"t5\"}, \"data\": {\"tasks\": {}}}",
+                   "data.tasks: expected an array, got an object");
+}
+
 int main(void) {
+    RUN(run_config_tasks);
+    RUN(lists_of_objects);
     RUN(defaults);
     RUN(values_fill_the_struct);
     RUN(errors_name_key_value_and_allowed);

@@ -43,11 +43,18 @@ typedef struct qkv_run_settings {
         /* span_corruption (src/train/task_span.c) */
         double noise_density, mean_span;
         int64_t sentinels;
+        bool keep_sentinels;        /* seq2seq: the sentinel ids too (fine-tuning a span-corruption run) */
+        const char *tokenizer_from; /* seq2seq: "" or a run directory whose tokenizer files this run copies */
         /* pretrain (src/train/task_pretrain.c, docs/bert.md) */
         double heldout, mask_prob, short_seq_prob;
         int64_t max_predictions, wordpiece_vocab_size;
         bool nsp;
         const char *masking;
+        /* multi-task text-to-text (src/train/multitask.c): the tasks (an array, NULL when none; read each with
+         * qkv_config_task) and how their examples are mixed (include/qkv/mixture.h) */
+        const struct cJSON *tasks;
+        const char *mixing;
+        double mixing_cap, mixing_temperature;
     } data;
     struct {
         int64_t steps, batch_size;
@@ -95,6 +102,21 @@ typedef struct qkv_run_settings {
     } finetune;
     int64_t seed;
 } qkv_run_settings;
+
+/* One element of data.tasks: a task of a multi-task text-to-text run. Its examples become "<prefix> <source>" ->
+ * "<target>" by format: tsv (source<TAB>target), label (label<TAB>text; the target is the label's word), pair_label
+ * (label<TAB>text1<TAB>text2 -> "sentence1: text1 sentence2: text2" and the label's word), qa (SQuAD JSONL ->
+ * "question: Q context: C" and the first answer). */
+typedef struct qkv_task_settings {
+    const char *name, *prefix;  /* prefix "": name followed by ':' */
+    const char *train, *dev, *test, *format;
+    const char *labels;         /* label, pair_label: the words of labels 0, 1, ... ("negative,positive"); "": as is */
+    const char *metric;         /* auto (tsv: bleu, label tasks: accuracy, qa: squad) | bleu | rouge | accuracy | squad */
+} qkv_task_settings;
+
+/* The number of tasks in data.tasks, and task i (strings point into the config tree). */
+int qkv_config_task_count(const qkv_run_settings *rs);
+qkv_status qkv_config_task(const qkv_run_settings *rs, int i, qkv_task_settings *out);
 
 /* The field table of every section but "model" (the top level; keys like "train.optimizer.lr"). */
 const qkv_schema *qkv_config_schema(void);

@@ -38,6 +38,8 @@ typedef enum {
     QKV_FIELD_T_BOOL,   /* bool */
     QKV_FIELD_T_STR,    /* const char *; with QKV_FIELD_NULLABLE also null (stored as NULL) */
     QKV_FIELD_T_CHOICE, /* const char *, one of the '|'-separated choices */
+    QKV_FIELD_T_LIST,   /* const struct cJSON *: an array of objects, each checked against the field's item schema
+                         * (an error names the index: "data.tasks[1].train: ..."); default [] (stored as NULL) */
 } qkv_field_type;
 
 enum {
@@ -46,6 +48,8 @@ enum {
     QKV_FIELD_NULLABLE = 4, /* STR: null is allowed (an optional setting) */
     QKV_FIELD_PATH = 8,     /* STR: a file path (said so in messages and docs) */
 };
+
+struct qkv_schema;
 
 typedef struct qkv_field {
     const char *key;      /* path inside the section, dots for nested objects */
@@ -57,6 +61,7 @@ typedef struct qkv_field {
     unsigned flags;
     const char *choices;  /* CHOICE: "a|b|c" */
     const char *doc;      /* one line */
+    const struct qkv_schema *item; /* LIST: the schema of each element (its section is ignored) */
 } qkv_field;
 
 typedef struct qkv_schema {
@@ -69,15 +74,18 @@ typedef struct qkv_schema {
 } qkv_schema;
 
 #define QKV_FIELD_INT(st, member, key, def, lo, hi, doc) \
-    {key, QKV_FIELD_T_INT, offsetof(st, member), def, NULL, lo, hi, 0, NULL, doc}
+    {key, QKV_FIELD_T_INT, offsetof(st, member), def, NULL, lo, hi, 0, NULL, doc, NULL}
 #define QKV_FIELD_NUM(st, member, key, def, lo, hi, flags, doc) \
-    {key, QKV_FIELD_T_NUM, offsetof(st, member), def, NULL, lo, hi, flags, NULL, doc}
+    {key, QKV_FIELD_T_NUM, offsetof(st, member), def, NULL, lo, hi, flags, NULL, doc, NULL}
 #define QKV_FIELD_BOOL(st, member, key, def, doc) \
-    {key, QKV_FIELD_T_BOOL, offsetof(st, member), def, NULL, 0, 1, 0, NULL, doc}
+    {key, QKV_FIELD_T_BOOL, offsetof(st, member), def, NULL, 0, 1, 0, NULL, doc, NULL}
 #define QKV_FIELD_STR(st, member, key, def, flags, doc) \
-    {key, QKV_FIELD_T_STR, offsetof(st, member), 0, def, 0, 0, flags, NULL, doc}
+    {key, QKV_FIELD_T_STR, offsetof(st, member), 0, def, 0, 0, flags, NULL, doc, NULL}
 #define QKV_FIELD_CHOICE(st, member, key, def, choices, doc) \
-    {key, QKV_FIELD_T_CHOICE, offsetof(st, member), 0, def, 0, 0, 0, choices, doc}
+    {key, QKV_FIELD_T_CHOICE, offsetof(st, member), 0, def, 0, 0, 0, choices, doc, NULL}
+/* An array of objects, each element filled by qkv_schema_list_item against `item` (a qkv_schema). */
+#define QKV_FIELD_LIST(st, member, key, item, doc) \
+    {key, QKV_FIELD_T_LIST, offsetof(st, member), 0, NULL, 0, 0, 0, NULL, doc, item}
 #define QKV_SCHEMA(section, st, fields, check) \
     {section, fields, (int)(sizeof(fields) / sizeof((fields)[0])), sizeof(st), check}
 
@@ -94,6 +102,12 @@ struct cJSON *qkv_schema_json(const qkv_schema *s);
 /* Checks one value against the field at `key` (a full path inside the section); QKV_OK when no field has that key.
  * Used when the caller merges JSON itself and wants the same rules. */
 qkv_status qkv_schema_check_value(const qkv_schema *s, const char *key, const struct cJSON *v);
+
+/* Element i of a LIST field's array (what the filled struct holds) filled into *out (f->item->size bytes): the
+ * item schema's defaults, the element's values, its check; errors name "<section.key>[i].<key>". The number of
+ * elements is cJSON_GetArraySize(array) (0 for NULL). fill already checked every element, so this fails only when
+ * called on an array fill did not see. */
+qkv_status qkv_schema_list_item(const qkv_schema *s, const qkv_field *f, const struct cJSON *array, int i, void *out);
 
 /* The field of a key path, or NULL. */
 const qkv_field *qkv_schema_find(const qkv_schema *s, const char *key);

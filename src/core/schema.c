@@ -1,6 +1,7 @@
 /* The config-schema engine (include/qkv/schema.h): defaults, checks, fill, JSON and reference text from one table. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qkv/schema.h"
@@ -17,6 +18,7 @@ static void set_default(const qkv_field *f, void *out) {
     case QKV_FIELD_T_BOOL: *(bool *)member(out, f) = f->def != 0; break;
     case QKV_FIELD_T_STR:
     case QKV_FIELD_T_CHOICE: *(const char **)member(out, f) = f->def_str; break;
+    case QKV_FIELD_T_LIST: *(const cJSON **)member(out, f) = NULL; break;
     }
 }
 
@@ -35,7 +37,8 @@ bool qkv_schema_get(const qkv_schema *s, const void *cfg, const char *key, qkv_f
     const qkv_field *f = qkv_schema_find(s, key);
     if (!f || f->type != type) return false;
     size_t size = type == QKV_FIELD_T_INT ? sizeof(int64_t) : type == QKV_FIELD_T_NUM ? sizeof(double)
-                  : type == QKV_FIELD_T_BOOL ? sizeof(bool) : sizeof(const char *);
+                  : type == QKV_FIELD_T_BOOL ? sizeof(bool) : type == QKV_FIELD_T_LIST ? sizeof(const cJSON *)
+                  : sizeof(const char *);
     memcpy(out, (const char *)cfg + f->offset, size);
     return true;
 }
@@ -67,6 +70,7 @@ const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size) {
                  f->flags & QKV_FIELD_NULLABLE ? " or null" : "");
         break;
     case QKV_FIELD_T_CHOICE: snprintf(buf, size, "one of %s", f->choices); break;
+    case QKV_FIELD_T_LIST: snprintf(buf, size, "an array of objects"); break;
     }
     return buf;
 }
@@ -94,6 +98,8 @@ static bool is_choice(const char *choices, const char *s) {
 static void full_path(char *out, size_t size, const char *section, const char *key) {
     snprintf(out, size, "%s%s%s", section, *section ? "." : "", key);
 }
+
+static qkv_status fill_item(const qkv_schema *s, const qkv_field *f, const cJSON *elem, int i, void *out);
 
 /* Checks v against f; stores it into out when out is not NULL. */
 static qkv_status take(const qkv_schema *s, const qkv_field *f, const cJSON *v, void *out) {
@@ -136,6 +142,19 @@ static qkv_status take(const qkv_schema *s, const qkv_field *f, const cJSON *v, 
         }
         if (out) *(const char **)member(out, f) = v->valuestring;
         return QKV_OK;
+    case QKV_FIELD_T_LIST: {
+        if (!cJSON_IsArray(v))
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+        /* Every element is checked here, so that the struct's readers (qkv_schema_list_item) meet no surprise. */
+        void *item = f->item ? malloc(f->item->size ? f->item->size : 1) : NULL;
+        if (f->item && !item) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        qkv_status st = QKV_OK;
+        int i = 0;
+        for (const cJSON *e = v->child; st == QKV_OK && e; e = e->next, i++) st = fill_item(s, f, e, i, item);
+        free(item);
+        if (st == QKV_OK && out) *(const cJSON **)member(out, f) = cJSON_GetArraySize(v) ? v : NULL;
+        return st;
+    }
     }
     return QKV_OK;
 }
@@ -207,6 +226,35 @@ static qkv_status fill_object(const qkv_schema *s, const cJSON *obj, const char 
     return QKV_OK;
 }
 
+/* Element i of list field f of schema s into out, its messages under "<section.key>[i]". */
+static qkv_status fill_item(const qkv_schema *s, const qkv_field *f, const cJSON *elem, int i, void *out) {
+    if (!f->item) return qkv_error_set(QKV_ERR_INVALID, "%s: list field without an item schema", f->key);
+    char path[256], section[300];
+    full_path(path, sizeof path, s->section, f->key);
+    snprintf(section, sizeof section, "%s[%d]", path, i);
+    qkv_schema is = *f->item;
+    is.section = section;
+    qkv_status st = qkv_schema_fill(&is, elem, NULL, out);
+    /* The item's check knows no index: its messages get the element's path in front. */
+    if (st != QKV_OK && strncmp(qkv_last_error(), section, strlen(section))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", qkv_last_error());
+        st = qkv_error_set(st, "%s: %s", section, msg);
+    }
+    return st;
+}
+
+qkv_status qkv_schema_list_item(const qkv_schema *s, const qkv_field *f, const cJSON *array, int i, void *out) {
+    const cJSON *e = cJSON_IsArray(array) ? cJSON_GetArrayItem(array, i) : NULL;
+    if (!e) {
+        char path[256];
+        full_path(path, sizeof path, s->section, f->key);
+        return qkv_error_set(QKV_ERR_RANGE, "%s[%d]: no such element (%d in the list)", path, i,
+                             cJSON_GetArraySize(array));
+    }
+    return fill_item(s, f, e, i, out);
+}
+
 qkv_status qkv_schema_fill(const qkv_schema *s, const cJSON *obj, const char *const *skip, void *out) {
     qkv_schema_defaults(s, out);
     if (obj && !cJSON_IsObject(obj))
@@ -224,6 +272,7 @@ static cJSON *default_json(const qkv_field *f) {
     case QKV_FIELD_T_BOOL: return cJSON_CreateBool(f->def != 0);
     case QKV_FIELD_T_STR:
     case QKV_FIELD_T_CHOICE: return f->def_str ? cJSON_CreateString(f->def_str) : cJSON_CreateNull();
+    case QKV_FIELD_T_LIST: return cJSON_CreateArray();
     }
     return NULL;
 }
@@ -259,7 +308,7 @@ cJSON *qkv_schema_json(const qkv_schema *s) {
 }
 
 void qkv_schema_explain(const qkv_schema *s, FILE *out) {
-    static const char *const names[] = {"int", "number", "bool", "string", "choice"};
+    static const char *const names[] = {"int", "number", "bool", "string", "choice", "list"};
     for (int i = 0; i < s->n_fields; i++) {
         const qkv_field *f = &s->fields[i];
         char path[256], allowed[128], def[64];
@@ -272,5 +321,12 @@ void qkv_schema_explain(const qkv_schema *s, FILE *out) {
         const char *type = f->type == QKV_FIELD_T_STR && (f->flags & QKV_FIELD_PATH) ? "path" : names[f->type];
         fprintf(out, "%-32s %-7s default %-12s %s. %s\n", path, type, def,
                 qkv_field_allowed(f, allowed, sizeof allowed), f->doc ? f->doc : "");
+        if (f->type == QKV_FIELD_T_LIST && f->item) { /* each element's keys as "list[].key" */
+            char section[300];
+            snprintf(section, sizeof section, "%s[]", path);
+            qkv_schema is = *f->item;
+            is.section = section;
+            qkv_schema_explain(&is, out);
+        }
     }
 }

@@ -29,6 +29,7 @@
 #include "qkv/ops.h"
 #include "qkv/schema.h"
 #include "seq2seq_internal.h"
+#include "seq2seq_state.h"
 
 #define T5_EPS 1e-6f
 
@@ -252,35 +253,14 @@ static qkv_tensor *t5_logits(qkv_ctx *ctx, const t5_model *m, qkv_tensor *src, c
  * relative bias is the row of query position t against keys 0..t. ---- */
 
 typedef struct t5_state {
+    s2s_kv_state kv; /* caches, padding, rows (seq2seq_state.h) */
     const t5_model *m;
-    qkv_ctx *keep, *work;
-    int rows, cap, S, t, max_steps;
-    qkv_tensor *pad;                                           /* [rows, S] */
-    qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
-    qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
-    qkv_tensor *full[1 + 4 * QKV_NN_MAX_LAYERS];
-    int32_t *src_of, *src_tmp;
 } t5_state;
-
-static int t5_slots(t5_state *s, qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS]) {
-    int n = 0;
-    slot[n++] = &s->pad;
-    for (int l = 0; l < s->m->cfg.n_dec; l++) {
-        slot[n++] = &s->kc[l];
-        slot[n++] = &s->vc[l];
-        slot[n++] = &s->ck[l];
-        slot[n++] = &s->cv[l];
-    }
-    return n;
-}
 
 static void t5_free_state(qkv_decoder_state *st) {
     t5_state *s = (t5_state *)st;
     if (!s) return;
-    qkv_ctx_free(s->keep);
-    qkv_ctx_free(s->work);
-    free(s->src_of);
-    free(s->src_tmp);
+    qkv__s2s_state_release(&s->kv);
     free(s);
 }
 
@@ -298,41 +278,22 @@ static qkv_decoder_state *t5_start(const qkv_model *model, const int32_t *src, c
         qkv_error_set(QKV_ERR_NOMEM, "t5 decode: out of memory");
         return NULL;
     }
-    *s = (t5_state){.m = m, .rows = n_src * rows_per_src, .cap = n_src * rows_per_src, .S = src_len,
-                    .max_steps = max_steps};
-    if (s2s_contexts(&s->keep, &s->work) != QKV_OK) {
-        free(s);
-        return NULL;
-    }
-    s->src_of = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
-    s->src_tmp = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
-    if (!s->src_of || !s->src_tmp) {
-        qkv_error_set(QKV_ERR_NOMEM, "t5 decode: out of memory");
+    s->m = m;
+    if (qkv__s2s_state_init(&s->kv, n_src, rows_per_src, src_len, max_steps, (int)m->cfg.n_dec, "t5") != QKV_OK)
         goto fail;
-    }
-    for (int r = 0; r < s->cap; r++) s->src_of[r] = r / rows_per_src;
-    qkv_ctx *w = s->work, *k = s->keep;
+    qkv_ctx *w = s->kv.work;
     qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL;
     if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
     if (!check_ids(ids, m->cfg.src_vocab, "source")) goto fail;
     qkv_tensor *mem = qkv_index_select(w, encode(w, m, ids, pad, NULL), 0, row_src);
-    s->pad = qkv_ctx_tensor(k, QKV_F32, QKV_DIMS(s->rows, src_len));
-    if (!mem || !s->pad || qkv_tensor_copy(s->pad, qkv_index_select(w, pad, 0, row_src)) != QKV_OK) goto fail;
+    if (!mem || qkv__s2s_state_pad(&s->kv, pad, row_src) != QKV_OK) goto fail;
     for (int l = 0; l < m->cfg.n_dec; l++) {
         const t5_attn *ca = &m->dec[l].cross;
         qkv_tensor *kk = heads(w, qkv_nn_linear_forward(w, &ca->k, mem), H);
         qkv_tensor *vv = heads(w, qkv_nn_linear_forward(w, &ca->v, mem), H);
-        if (!kk || !vv) goto fail;
-        s->ck[l] = qkv_ctx_tensor(k, QKV_F32, 4, kk->shape);
-        s->cv[l] = qkv_ctx_tensor(k, QKV_F32, 4, vv->shape);
-        s->kc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, dk));
-        s->vc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, dk));
-        if (!s->ck[l] || !s->cv[l] || !s->kc[l] || !s->vc[l] || qkv_tensor_copy(s->ck[l], kk) ||
-            qkv_tensor_copy(s->cv[l], vv))
-            goto fail;
+        if (qkv__s2s_state_layer(&s->kv, l, kk, vv, H, dk) != QKV_OK) goto fail;
     }
-    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
-    for (int i = 0, n = t5_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
+    qkv__s2s_state_seal(&s->kv);
     return (qkv_decoder_state *)s;
 fail:
     t5_free_state((qkv_decoder_state *)s);
@@ -341,17 +302,13 @@ fail:
 
 /* Self-attention of the new step's h [rows, 1, d] over the cached steps (its own K/V written first). */
 static qkv_tensor *self_step(t5_state *s, int l, qkv_tensor *h, qkv_tensor *bias) {
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     const t5_attn *a = &s->m->dec[l].self;
-    const int64_t R = s->rows, H = s->m->cfg.n_heads, dk = s->m->cfg.d_kv;
-    qkv_tensor *kslot = qkv_slice(w, s->kc[l], 1, s->t, s->t + 1, 1), *vslot = qkv_slice(w, s->vc[l], 1, s->t, s->t + 1, 1);
-    if (!kslot || !vslot ||
-        qkv_tensor_copy(kslot, qkv_reshape(w, qkv_nn_linear_forward(w, &a->k, h), QKV_DIMS(R, 1, H, dk))) ||
-        qkv_tensor_copy(vslot, qkv_reshape(w, qkv_nn_linear_forward(w, &a->v, h), QKV_DIMS(R, 1, H, dk))))
+    const int64_t H = s->m->cfg.n_heads, dk = s->m->cfg.d_kv;
+    qkv_tensor *K = NULL, *V = NULL;
+    if (qkv__s2s_state_self_kv(&s->kv, l, qkv_nn_linear_forward(w, &a->k, h), qkv_nn_linear_forward(w, &a->v, h), H,
+                               dk, &K, &V) != QKV_OK)
         return NULL;
-    const int perm[4] = {0, 2, 1, 3};
-    qkv_tensor *K = qkv_permute(w, qkv_slice(w, s->kc[l], 1, 0, s->t + 1, 1), perm);
-    qkv_tensor *V = qkv_permute(w, qkv_slice(w, s->vc[l], 1, 0, s->t + 1, 1), perm);
     qkv_sdpa_opts o = qkv_sdpa_defaults();
     o.scale = 1.0f;
     o.bias = bias;
@@ -360,28 +317,28 @@ static qkv_tensor *self_step(t5_state *s, int l, qkv_tensor *h, qkv_tensor *bias
 }
 
 static qkv_tensor *cross_step(t5_state *s, int l, qkv_tensor *h, qkv_tensor **weights) {
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     const t5_attn *a = &s->m->dec[l].cross;
     qkv_sdpa_opts o = qkv_sdpa_defaults();
     o.scale = 1.0f;
-    o.key_padding = s->pad;
+    o.key_padding = s->kv.pad;
     o.weights = weights;
     qkv_tensor *q = heads(w, qkv_nn_linear_forward(w, &a->q, h), s->m->cfg.n_heads);
-    return qkv_nn_linear_forward(w, &a->o, merge(w, qkv_sdpa(w, q, s->ck[l], s->cv[l], &o)));
+    return qkv_nn_linear_forward(w, &a->o, merge(w, qkv_sdpa(w, q, s->kv.ck[l], s->kv.cv[l], &o)));
 }
 
 static qkv_status t5_step(qkv_decoder_state *st, const int32_t *tokens, float *logprobs, float *attn) {
     t5_state *s = (t5_state *)st;
     const t5_model *m = s->m;
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     qkv_ctx_reset(w);
-    if (s->t >= s->max_steps)
-        return qkv_error_set(QKV_ERR_RANGE, "t5 decode: more than the %d steps prepared", s->max_steps);
-    qkv_tensor *ids = qkv_reshape(w, s2s_ids(w, tokens, s->rows), QKV_DIMS(s->rows, 1));
+    if (s->kv.t >= s->kv.max_steps)
+        return qkv_error_set(QKV_ERR_RANGE, "t5 decode: more than the %d steps prepared", s->kv.max_steps);
+    qkv_tensor *ids = qkv_reshape(w, s2s_ids(w, tokens, s->kv.rows), QKV_DIMS(s->kv.rows, 1));
     if (!ids) return qkv_last_status();
     if (!check_ids(ids, m->cfg.tgt_vocab, "target")) return qkv_last_status();
     qkv_tensor *x = embed(w, m, ids);
-    qkv_tensor *bias = qkv_relative_position_bias(w, m->dec_rel, 1, s->t + 1, s->t, false, m->cfg.max_distance);
+    qkv_tensor *bias = qkv_relative_position_bias(w, m->dec_rel, 1, s->kv.t + 1, s->kv.t, false, m->cfg.max_distance);
     qkv_tensor *cw = NULL;
     const int nl = m->cfg.n_dec;
     for (int l = 0; l < nl && x; l++) {
@@ -392,31 +349,18 @@ static qkv_status t5_step(qkv_decoder_state *st, const int32_t *tokens, float *l
     }
     qkv_tensor *lp = qkv_contiguous(w, qkv_log_softmax(w, project(w, m, qkv_rms_norm(w, x, m->dec_norm, T5_EPS)), -1));
     if (!lp) return qkv_last_status();
-    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->kv.rows * (size_t)m->cfg.tgt_vocab);
     if (attn) { /* mean over heads of [rows, H, 1, S] */
         qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
         if (!a) return qkv_last_status();
-        memcpy(attn, a->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
+        memcpy(attn, a->data, sizeof(float) * (size_t)s->kv.rows * (size_t)s->kv.S);
     }
-    s->t++;
+    s->kv.t++;
     return QKV_OK;
 }
 
 static qkv_status t5_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
-    t5_state *s = (t5_state *)st;
-    qkv_ctx_reset(s->work);
-    qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
-    if (rc) return rc;
-    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
-    for (int i = 0, n = t5_slots(s, slot); i < n; i++) {
-        bool cache = i > 0 && (i - 1) % 4 < 2; /* only the first t steps of the self-attention caches hold anything */
-        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows,
-                           cache ? (s->t > 0 ? s->t : 1) : 0, !cache, s->src_of);
-        if (rc) return rc;
-    }
-    s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
-    s->rows = n_rows;
-    return QKV_OK;
+    return qkv__s2s_state_reorder(&((t5_state *)st)->kv, from, n_rows);
 }
 
 static void t5_decoder_info(const qkv_model *model, qkv_decoder_info *out) {

@@ -12,6 +12,7 @@
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
 #include "seq2seq_internal.h"
+#include "seq2seq_state.h"
 
 qkv_status qkv_tf_s2s_init(qkv_tf_s2s *m, qkv_params *params, const qkv_tf_s2s_config *cfg, qkv_rng *rng) {
     memset(m, 0, sizeof *m);
@@ -86,38 +87,16 @@ qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tenso
 
 /* The decoder's qkv_decoder_state (decoder.h keeps it opaque; each model has its own). */
 typedef struct tf_state {
+    s2s_kv_state kv; /* caches, padding, rows (seq2seq_state.h) */
     const qkv_tf_s2s *m;
-    qkv_ctx *keep, *work;
-    int rows, cap, S, t, max_steps;                      /* rows now / prepared by start */
-    qkv_tensor *pad;                                     /* [rows, S] */
-    qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
-    qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
-    qkv_tensor *full[1 + 4 * QKV_NN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
-    int32_t *src_of, *src_tmp;                   /* [cap]: the source of each row; scratch */
     qkv__packs *packs; /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
 } tf_state;
-
-/* The state's tensors as slots: pad, then each layer's kc, vc, ck, cv. */
-static int tf_slots(tf_state *s, qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS]) {
-    int n = 0;
-    slot[n++] = &s->pad;
-    for (int l = 0; l < s->m->tf.decoder.num_layers; l++) {
-        slot[n++] = &s->kc[l];
-        slot[n++] = &s->vc[l];
-        slot[n++] = &s->ck[l];
-        slot[n++] = &s->cv[l];
-    }
-    return n;
-}
 
 static void tf_free(qkv_decoder_state *st) {
     tf_state *s = (tf_state *)st;
     if (!s) return;
-    qkv_ctx_free(s->keep);
-    qkv_ctx_free(s->work);
+    qkv__s2s_state_release(&s->kv);
     qkv__packs_free(s->packs);
-    free(s->src_of);
-    free(s->src_tmp);
     free(s);
 }
 
@@ -155,20 +134,11 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         qkv_error_set(QKV_ERR_NOMEM, "transformer_seq2seq decode: out of memory");
         return NULL;
     }
-    *s = (tf_state){.m = m, .rows = n_src * rows_per_src, .cap = n_src * rows_per_src, .S = src_len,
-                    .max_steps = max_steps};
-    if (s2s_contexts(&s->keep, &s->work) != QKV_OK) {
-        free(s);
-        return NULL;
-    }
-    s->src_of = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
-    s->src_tmp = malloc(sizeof(int32_t) * (size_t)(s->cap > 0 ? s->cap : 1));
-    if (!s->src_of || !s->src_tmp) {
-        qkv_error_set(QKV_ERR_NOMEM, "transformer_seq2seq decode: out of memory");
+    s->m = m;
+    if (qkv__s2s_state_init(&s->kv, n_src, rows_per_src, src_len, max_steps, m->tf.decoder.num_layers,
+                            "transformer_seq2seq") != QKV_OK)
         goto fail;
-    }
-    for (int r = 0; r < s->cap; r++) s->src_of[r] = r / rows_per_src;
-    qkv_ctx *w = s->work, *k = s->keep;
+    qkv_ctx *w = s->kv.work;
     qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL;
     if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
     for (int i = 0; i < n_src * src_len; i++)
@@ -180,25 +150,16 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
     qkv_nn_attn_mask smask = {.key_padding = pad};
     qkv_tensor *xs = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->src_emb, ids), 0);
     qkv_tensor *mem = qkv_index_select(w, qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL), 0, row_src);
-    s->pad = qkv_ctx_tensor(k, QKV_F32, QKV_DIMS(s->rows, src_len));
-    if (!mem || !s->pad || qkv_tensor_copy(s->pad, qkv_index_select(w, pad, 0, row_src)) != QKV_OK) goto fail;
+    if (!mem || qkv__s2s_state_pad(&s->kv, pad, row_src) != QKV_OK) goto fail;
     for (int l = 0; l < m->tf.decoder.num_layers; l++) {
         const qkv_nn_mha *ca = &m->tf.decoder.layers[l].multihead_attn;
         qkv_tensor *kk = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
                                              proj_block(w, ca->in_proj_bias, 1, d)), H);
         qkv_tensor *vv = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
                                              proj_block(w, ca->in_proj_bias, 2, d)), H);
-        if (!kk || !vv) goto fail;
-        s->ck[l] = qkv_ctx_tensor(k, QKV_F32, 4, kk->shape);
-        s->cv[l] = qkv_ctx_tensor(k, QKV_F32, 4, vv->shape);
-        s->kc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, d / H));
-        s->vc[l] = qkv_ctx_zeros(k, QKV_F32, QKV_DIMS(s->rows, max_steps, H, d / H));
-        if (!s->ck[l] || !s->cv[l] || !s->kc[l] || !s->vc[l] || qkv_tensor_copy(s->ck[l], kk) ||
-            qkv_tensor_copy(s->cv[l], vv))
-            goto fail;
+        if (qkv__s2s_state_layer(&s->kv, l, kk, vv, H, d / H) != QKV_OK) goto fail;
     }
-    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
-    for (int i = 0, n = tf_slots(s, slot); i < n; i++) s->full[i] = *slot[i];
+    qkv__s2s_state_seal(&s->kv);
     /* Every step multiplies the live rows by the same decoder weights: packed once (ops/gemm_packed.h). */
     if (!(s->packs = qkv__packs_new()) || qkv__packs_allow(s->packs, m->gen.weight)) goto fail;
     for (int l = 0; l < m->tf.decoder.num_layers; l++) {
@@ -220,32 +181,27 @@ fail:
 
 /* Self-attention of the new step's x [rows, 1, d] over the cached steps (its own K/V appended first). */
 static qkv_tensor *self_attn_step(tf_state *s, int l, qkv_tensor *x) {
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     const qkv_nn_mha *sa = &s->m->tf.decoder.layers[l].self_attn;
-    int64_t R = s->rows, H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
+    int64_t H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
     qkv_tensor *qkv = qkv_linear(w, x, sa->in_proj_weight, sa->in_proj_bias);
     qkv_tensor *parts[3];
     if (!qkv || qkv_split(w, qkv, -1, 3, (const int64_t[]){d, d, d}, parts) != QKV_OK) return NULL;
-    qkv_tensor *kslot = qkv_slice(w, s->kc[l], 1, s->t, s->t + 1, 1), *vslot = qkv_slice(w, s->vc[l], 1, s->t, s->t + 1, 1);
-    if (!kslot || !vslot || qkv_tensor_copy(kslot, qkv_reshape(w, parts[1], QKV_DIMS(R, 1, H, d / H))) ||
-        qkv_tensor_copy(vslot, qkv_reshape(w, parts[2], QKV_DIMS(R, 1, H, d / H))))
-        return NULL;
-    const int perm[4] = {0, 2, 1, 3};
-    qkv_tensor *K = qkv_permute(w, qkv_slice(w, s->kc[l], 1, 0, s->t + 1, 1), perm);
-    qkv_tensor *V = qkv_permute(w, qkv_slice(w, s->vc[l], 1, 0, s->t + 1, 1), perm);
+    qkv_tensor *K = NULL, *V = NULL;
+    if (qkv__s2s_state_self_kv(&s->kv, l, parts[1], parts[2], H, d / H, &K, &V) != QKV_OK) return NULL;
     qkv_tensor *o = merge(w, qkv_sdpa(w, heads(w, qkv_contiguous(w, parts[0]), H), K, V, NULL));
     return qkv_nn_linear_forward(w, &sa->out_proj, o);
 }
 
 static qkv_tensor *cross_attn_step(tf_state *s, int l, qkv_tensor *x, qkv_tensor **weights) {
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     const qkv_nn_mha *ca = &s->m->tf.decoder.layers[l].multihead_attn;
     int64_t H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
     qkv_tensor *q = qkv_linear(w, x, proj_block(w, ca->in_proj_weight, 0, d), proj_block(w, ca->in_proj_bias, 0, d));
     qkv_sdpa_opts o = qkv_sdpa_defaults();
-    o.key_padding = s->pad;
+    o.key_padding = s->kv.pad;
     o.weights = weights;
-    return qkv_nn_linear_forward(w, &ca->out_proj, merge(w, qkv_sdpa(w, heads(w, q, H), s->ck[l], s->cv[l], &o)));
+    return qkv_nn_linear_forward(w, &ca->out_proj, merge(w, qkv_sdpa(w, heads(w, q, H), s->kv.ck[l], s->kv.cv[l], &o)));
 }
 
 static qkv_tensor *ffn(qkv_ctx *w, const qkv_nn_decoder_layer *L, qkv_tensor *x) {
@@ -256,17 +212,17 @@ static qkv_tensor *ffn(qkv_ctx *w, const qkv_nn_decoder_layer *L, qkv_tensor *x)
 static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *logprobs, float *attn) {
     tf_state *s = (tf_state *)st;
     const qkv_tf_s2s *m = s->m;
-    qkv_ctx *w = s->work;
+    qkv_ctx *w = s->kv.work;
     qkv_ctx_reset(w);
-    if (s->t >= s->max_steps)
+    if (s->kv.t >= s->kv.max_steps)
         return qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: more than the %d steps prepared",
-                             s->max_steps);
-    for (int r = 0; r < s->rows; r++)
+                             s->kv.max_steps);
+    for (int r = 0; r < s->kv.rows; r++)
         if (tokens[r] < 0 || tokens[r] >= m->cfg.tgt_vocab)
             return qkv_error_set(QKV_ERR_RANGE, "transformer_seq2seq decode: token %d out of [0, %lld)", tokens[r],
                                  (long long)m->cfg.tgt_vocab);
-    qkv_tensor *ids = qkv_reshape(w, s2s_ids(w, tokens, s->rows), QKV_DIMS(s->rows, 1));
-    qkv_tensor *x = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->tgt_emb, ids), s->t);
+    qkv_tensor *ids = qkv_reshape(w, s2s_ids(w, tokens, s->kv.rows), QKV_DIMS(s->kv.rows, 1));
+    qkv_tensor *x = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->tgt_emb, ids), s->kv.t);
     qkv_tensor *cw = NULL;
     int nl = m->tf.decoder.num_layers;
     for (int l = 0; l < nl && x; l++) {
@@ -285,33 +241,19 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
     if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
     qkv_tensor *lp = qkv_contiguous(w, qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, x), -1));
     if (!lp) return qkv_last_status();
-    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->kv.rows * (size_t)m->cfg.tgt_vocab);
     if (attn) {
         /* mean over heads of [rows, H, 1, S] */
         qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
         if (!a) return qkv_last_status();
-        memcpy(attn, a->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
+        memcpy(attn, a->data, sizeof(float) * (size_t)s->kv.rows * (size_t)s->kv.S);
     }
-    s->t++;
+    s->kv.t++;
     return QKV_OK;
 }
 
 static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
-    tf_state *s = (tf_state *)st;
-    qkv_ctx_reset(s->work);
-    qkv_status rc = s2s_check_reorder(from, n_rows, s->rows, s->cap);
-    if (rc) return rc;
-    qkv_tensor **slot[1 + 4 * QKV_NN_MAX_LAYERS];
-    for (int i = 0, n = tf_slots(s, slot); i < n; i++) {
-        /* only the first t steps of the self-attention caches hold anything */
-        bool cache = i > 0 && (i - 1) % 4 < 2;
-        rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, cache ? (s->t > 0 ? s->t : 1) : 0,
-                           !cache, s->src_of);
-        if (rc) return rc;
-    }
-    s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
-    s->rows = n_rows;
-    return QKV_OK;
+    return qkv__s2s_state_reorder(&((tf_state *)st)->kv, from, n_rows);
 }
 
 static void tf_info(const qkv_model *model, qkv_decoder_info *out) {

@@ -13,6 +13,35 @@
 #include "train_internal.h"
 
 
+/* One element of data.tasks. */
+#define T qkv_task_settings
+static const qkv_field TASK_FIELDS[] = {
+    QKV_FIELD_STR(T, name, "name", "", 0, "the task's name (required; its metrics are reported under it)"),
+    QKV_FIELD_STR(T, prefix, "prefix", "", 0, "text put before every source ('' = the name and ':')"),
+    QKV_FIELD_STR(T, train, "train", "", QKV_FIELD_PATH, "training file (required)"),
+    QKV_FIELD_STR(T, dev, "dev", "", QKV_FIELD_PATH, "dev file ('' = none)"),
+    QKV_FIELD_STR(T, test, "test", "", QKV_FIELD_PATH, "test file ('' = none)"),
+    QKV_FIELD_CHOICE(T, format, "format", "tsv", "tsv|label|pair_label|qa",
+                     "tsv: source<TAB>target; label: label<TAB>text; pair_label: label<TAB>text1<TAB>text2; qa: SQuAD "
+                     "JSONL"),
+    QKV_FIELD_STR(T, labels, "labels", "", 0, "label, pair_label: comma-separated words of labels 0, 1, ... ('' = as is)"),
+    QKV_FIELD_CHOICE(T, metric, "metric", "auto", "auto|bleu|rouge|accuracy|squad",
+                     "per-task metric of qkv eval; auto: tsv bleu, label tasks accuracy, qa squad (EM/F1)"),
+};
+#undef T
+
+static qkv_status check_task(const void *p) {
+    const qkv_task_settings *t = p;
+    if (!t->name[0]) return qkv_error_set(QKV_ERR_INVALID, "name: required (the task's name)");
+    if (!t->train[0]) return qkv_error_set(QKV_ERR_INVALID, "%s: train: required (the task's training file)", t->name);
+    for (const char *c = t->name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return qkv_error_set(QKV_ERR_INVALID, "name '%s': expected letters, digits, '_' or '-'", t->name);
+    return QKV_OK;
+}
+
+static const qkv_schema TASK_SCHEMA = QKV_SCHEMA("", qkv_task_settings, TASK_FIELDS, check_task);
+
 /* Everything but "model", declared once: defaults, allowed values and docs. docs/training.md explains each field at
  * more length; keep the two in step. Bounds are inclusive unless flagged open. */
 #define NO_MAX 1e15
@@ -53,6 +82,12 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_NUM(S, data.mean_span, "data.mean_span", 3, 1, 1000, 0, "span_corruption: mean length of a dropped span"),
     QKV_FIELD_INT(S, data.sentinels, "data.sentinels", 100, 1, 1 << 16,
                   "span_corruption: sentinel ids <extra_id_0..> added at the top of the vocabulary"),
+    QKV_FIELD_BOOL(S, data.keep_sentinels, "data.keep_sentinels", false,
+                   "seq2seq: also reserve the data.sentinels ids, as span corruption does (a run fine-tuned from a "
+                   "span-corruption run: its embedding then has that run's shape)"),
+    QKV_FIELD_STR(S, data.tokenizer_from, "data.tokenizer_from", "", QKV_FIELD_PATH,
+                  "seq2seq: a run directory whose tokenizer files a new run copies instead of building its own, so "
+                  "its ids are that run's (pretrain -> fine-tune with finetune.init_from)"),
     QKV_FIELD_NUM(S, data.heldout, "data.heldout", 0.01, 0, 1, QKV_FIELD_HI_OPEN,
                   "pretrain: fraction of the training documents held out for evals (seeded by seed)"),
     QKV_FIELD_NUM(S, data.mask_prob, "data.mask_prob", 0.15, 0, 1, QKV_FIELD_LO_OPEN | QKV_FIELD_HI_OPEN,
@@ -67,6 +102,15 @@ static const qkv_field FIELDS[] = {
                      "pretrain: masks drawn with each epoch's sequences, or anew each time a sequence is batched"),
     QKV_FIELD_INT(S, data.wordpiece_vocab_size, "data.wordpiece_vocab_size", 16000, 6, 1 << 20,
                   "pretrain: tokens of the WordPiece vocabulary learned from the corpus when data.vocab_file is empty"),
+    QKV_FIELD_LIST(S, data.tasks, "data.tasks", &TASK_SCHEMA,
+                   "multi-task text-to-text: the tasks, each {name, prefix, train, dev, test, format, labels, metric}; "
+                   "data.train/dev/test stay empty (docs/t5.md)"),
+    QKV_FIELD_CHOICE(S, data.mixing, "data.mixing", "proportional", "proportional|temperature|equal",
+                     "data.tasks: examples-proportional (capped), temperature-scaled, or equal mixing"),
+    QKV_FIELD_NUM(S, data.mixing_cap, "data.mixing_cap", 0, 0, NO_MAX, 0,
+                  "data.tasks: K, a task counts min(examples, K) (0 = no cap)"),
+    QKV_FIELD_NUM(S, data.mixing_temperature, "data.mixing_temperature", 1, 1, NO_MAX, 0,
+                  "data.tasks, temperature mixing: rates^(1/T), renormalised"),
     QKV_FIELD_INT(S, train.steps, "train.steps", 1000, 1, NO_MAX, "total optimiser steps"),
     QKV_FIELD_INT(S, train.batch_size, "train.batch_size", 32, 1, 1 << 20, "examples (lm: windows) per step"),
     QKV_FIELD_CHOICE(S, train.optimizer.name, "train.optimizer.name", "adam", "sgd|adam|adamw|adadelta",
@@ -154,12 +198,32 @@ static qkv_status check_settings(const void *p) {
     if (qkv_schedule_parse(&s, c->train.schedule.spec, c->train.optimizer.lr, (double)c->train.schedule.warmup_steps,
                            total, c->train.schedule.min_ratio, c->train.schedule.d_model) != QKV_OK)
         return qkv_error_set(QKV_ERR_INVALID, "train.schedule: %s", qkv_last_error());
+    if (c->data.tasks && (c->data.train[0] || c->data.dev[0] || c->data.test[0]))
+        return qkv_error_set(QKV_ERR_INVALID, "data.train/dev/test: leave them empty when data.tasks lists the tasks "
+                                              "(each task names its own files)");
+    int n = qkv_config_task_count(c);
+    for (int i = 0; i < n; i++) {
+        qkv_task_settings a, b;
+        qkv_status st = qkv_config_task(c, i, &a);
+        for (int k = 0; st == QKV_OK && k < i; k++) {
+            st = qkv_config_task(c, k, &b);
+            if (st == QKV_OK && !strcmp(a.name, b.name))
+                st = qkv_error_set(QKV_ERR_INVALID, "data.tasks[%d].name: '%s' is also task %d's", i, a.name, k);
+        }
+        if (st) return st;
+    }
     return qkv__finetune_check(c);
 }
 
 static const qkv_schema SCHEMA = QKV_SCHEMA("", qkv_run_settings, FIELDS, check_settings);
 
 const qkv_schema *qkv_config_schema(void) { return &SCHEMA; }
+
+int qkv_config_task_count(const qkv_run_settings *rs) { return cJSON_GetArraySize(rs->data.tasks); }
+
+qkv_status qkv_config_task(const qkv_run_settings *rs, int i, qkv_task_settings *out) {
+    return qkv_schema_list_item(&SCHEMA, qkv_schema_find(&SCHEMA, "data.tasks"), rs->data.tasks, i, out);
+}
 
 qkv_status qkv_config_settings(const cJSON *cfg, qkv_run_settings *out) {
     static const char *const skip[] = {"model", NULL};
@@ -374,8 +438,8 @@ static qkv_status check_all(const qkv_model_type *type, const cJSON *cfg) {
     qkv_run_settings rs;
     qkv_status st = qkv_config_settings(cfg, &rs);
     if (st == QKV_OK) st = check_model(type, cJSON_GetObjectItemCaseSensitive(cfg, "model"));
-    if (st == QKV_OK && !rs.data.train[0])
-        st = qkv_error_set(QKV_ERR_INVALID, "data.train: required (the training file)");
+    if (st == QKV_OK && !rs.data.train[0] && !rs.data.tasks)
+        st = qkv_error_set(QKV_ERR_INVALID, "data.train: required (the training file, or data.tasks)");
     return st;
 }
 

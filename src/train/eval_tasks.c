@@ -15,7 +15,7 @@
 
 #define MAX_TASKS 32
 
-typedef enum { M_BLEU, M_ROUGE, M_ACCURACY } metric_kind;
+typedef enum { M_BLEU, M_ROUGE, M_ACCURACY, M_SQUAD } metric_kind;
 
 typedef struct {
     char name[64];
@@ -73,6 +73,21 @@ static qkv_status score(const task *t, task_group *g, cJSON *obj) {
         qkv_rouge_result res;
         st = qkv_rouge_mean((const char *const *)g->refs, (const char *const *)g->hyps, (size_t)g->n, NULL, &res);
         v = 100.0 * res.rougeL.f1;
+    } else if (g->metric == M_SQUAD) { /* SQuAD's normalised exact match and token F1 against the one answer */
+        double em = 0, f1 = 0;
+        for (int64_t i = 0; st == QKV_OK && i < g->n; i++) {
+            double e, f;
+            const char *gold[1] = {g->refs[i]};
+            st = qkv_squad_score(g->hyps[i], gold, 1, &e, &f);
+            em += e;
+            f1 += f;
+        }
+        if (st == QKV_OK) {
+            cJSON_AddNumberToObject(obj, "exact_match", 100.0 * em / (double)g->n);
+            cJSON_AddNumberToObject(obj, "f1", 100.0 * f1 / (double)g->n);
+            cJSON_AddNumberToObject(obj, "examples", (double)g->n);
+        }
+        return st;
     } else {
         int64_t right = 0;
         for (int64_t i = 0; i < g->n; i++) right += !strcmp(g->hyps[i], g->refs[i]);
@@ -85,33 +100,18 @@ static qkv_status score(const task *t, task_group *g, cJSON *obj) {
     return st;
 }
 
-qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, int64_t max_examples, cJSON *out) {
+/* Decodes the first n examples of s whose group[i] >= 0 and scores each group. */
+static qkv_status score_groups(qkv_run *r, const split *s, task_group *g, int ng, int *group, int64_t n, cJSON *out) {
     const task *t = &r->task;
-    task_group g[MAX_TASKS];
-    int ng = 0;
-    qkv_status st = parse_spec(spec, g, &ng);
-    if (st != QKV_OK) return st;
-    int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;
+    qkv_status st = QKV_OK;
     int64_t bs = r->set.eval.batch_size, cap = t->max_len + 1;
-    int *group = malloc(sizeof *group * (size_t)(n ? n : 1));
     int32_t *hyp = malloc(sizeof *hyp * (size_t)(bs * cap));
     int64_t *idx = malloc(sizeof *idx * (size_t)bs);
-    if (!group || !hyp || !idx) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (!hyp || !idx) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     for (int k = 0; st == QKV_OK && k < ng; k++) {
         g[k].hyps = calloc((size_t)(n ? n : 1), sizeof(char *));
         g[k].refs = calloc((size_t)(n ? n : 1), sizeof(char *));
         if (!g[k].hyps || !g[k].refs) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    }
-    for (int64_t i = 0; st == QKV_OK && i < n; i++) { /* the task of each example, from its source's first word */
-        const example *e = &s->ex[i];
-        char *text = NULL, word[64];
-        size_t head = e->n < 8 ? (size_t)e->n : 8;
-        st = qkv_run_decode(r, s->pool + e->off, head, &text);
-        first_word(text ? text : "", word, sizeof word);
-        free(text);
-        group[i] = -1;
-        for (int k = 0; k < ng; k++)
-            if (!strcmp(word, g[k].name)) group[i] = k;
     }
     bool gr = qkv_ctx_set_grad(r->ctx, false), tr = qkv_ctx_set_training(r->ctx, false);
     for (int64_t start = 0; st == QKV_OK && start < n; start += bs) {
@@ -147,8 +147,51 @@ qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, i
         free(g[k].hyps);
         free(g[k].refs);
     }
-    free(group);
     free(hyp);
     free(idx);
+    return st;
+}
+
+qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, int64_t max_examples, cJSON *out) {
+    task_group g[MAX_TASKS];
+    int ng = 0;
+    qkv_status st = parse_spec(spec, g, &ng);
+    if (st != QKV_OK) return st;
+    int64_t n = max_examples > 0 && max_examples < s->n ? max_examples : s->n;
+    int *group = malloc(sizeof *group * (size_t)(n ? n : 1));
+    if (!group) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; st == QKV_OK && i < n; i++) { /* the task of each example, from its source's first word */
+        const example *e = &s->ex[i];
+        char *text = NULL, word[64];
+        size_t head = e->n < 8 ? (size_t)e->n : 8;
+        st = qkv_run_decode(r, s->pool + e->off, head, &text);
+        first_word(text ? text : "", word, sizeof word);
+        free(text);
+        group[i] = -1;
+        for (int k = 0; k < ng; k++)
+            if (!strcmp(word, g[k].name)) group[i] = k;
+    }
+    if (st == QKV_OK) st = score_groups(r, s, g, ng, group, n, out);
+    free(group);
+    return st;
+}
+
+qkv_status qkv__run_task_metrics_mt(qkv_run *r, const split *s, cJSON *out) {
+    const multitask *mt = &r->mt;
+    if (mt->n > MAX_TASKS) return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tasks: at most %d tasks", MAX_TASKS);
+    task_group g[MAX_TASKS];
+    for (int k = 0; k < mt->n; k++) {
+        memset(&g[k], 0, sizeof g[k]);
+        snprintf(g[k].name, sizeof g[k].name, "%s", mt->names[k]);
+        const char *m = mt->metrics[k];
+        g[k].metric = !strcmp(m, "bleu") ? M_BLEU : !strcmp(m, "rouge") ? M_ROUGE : !strcmp(m, "squad") ? M_SQUAD
+                                                                                                 : M_ACCURACY;
+    }
+    int *group = malloc(sizeof *group * (size_t)(s->n ? s->n : 1));
+    if (!group) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < mt->n; k++)
+        for (int64_t i = s->task_starts[k]; i < s->task_starts[k + 1] && i < s->n; i++) group[i] = k;
+    qkv_status st = score_groups(r, s, g, mt->n, group, s->n, out);
+    free(group);
     return st;
 }

@@ -308,6 +308,7 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     qkv_run *r = L->r;
     int64_t bs = r->set.train.batch_size;
     bool shuffle = r->set.data.shuffle, bucket = r->set.data.bucket;
+    if (r->mt.n) return qkv__mt_next_batch(r, idx, count); /* multi-task: drawn by the mixing rates */
     for (int tries = 0; tries < 2; tries++) {
         if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
             /* Pretraining draws each epoch's sequences and masks anew (task_pretrain.c). */
@@ -444,6 +445,10 @@ static qkv_status log_train(loop_ctx *L, double lr, double grad_norm, double tok
     cJSON_AddNumberToObject(rec, "tok_per_s", t > *t_log ? tokens / (t - *t_log) : 0);
     cJSON_AddNumberToObject(rec, "train_seconds", t - L->t0 - L->paused);
     cJSON_AddNumberToObject(rec, "elapsed", t - L->t0);
+    if (r->mt.n && qkv__mt_log(r, rec) != QKV_OK) {
+        cJSON_Delete(rec);
+        return qkv_last_status();
+    }
     curves_note(&L->curves, rec);
     r->loop.acc_loss = 0;
     r->loop.acc_steps = 0;

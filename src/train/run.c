@@ -211,8 +211,10 @@ static qkv_status read_loop_state(const char *path, qkv_loop_state *loop) {
  * files, the checkpoint to resume) without writing anything; dev data stays with rank 0, which alone evaluates. */
 static qkv_status open_follower(qkv_run *r, bool resume, long newest, bool have_dev) {
     qkv_status st = qkv__run_pretrained_check(r);
-    if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, r->type->task, r->dir, false);
+    if (st == QKV_OK) st = qkv__mt_open(r, false);
+    if (st == QKV_OK) st = qkv__task_prepare(&r->task, qkv__mt_task_config(r), r->type->task, r->dir, false);
     if (st == QKV_OK) st = qkv__task_load(&r->task, r->set.data.train, &r->train);
+    if (st == QKV_OK) st = qkv__mt_check_split(r, &r->train, r->set.data.train);
     if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
     r->have_train = st == QKV_OK;
     r->have_dev = have_dev;
@@ -289,17 +291,20 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
     if (st == QKV_OK && resume && newest < 0)
         st = qkv_error_set(QKV_ERR_INVALID, "%s: no ckpt-<step>.safetensors to resume from", dir);
     if (st == QKV_OK) st = qkv__run_pretrained_check(r);
-    if (st == QKV_OK) st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, !resume);
+    if (st == QKV_OK) st = qkv__mt_open(r, true);
+    if (st == QKV_OK) st = qkv__task_prepare(&r->task, qkv__mt_task_config(r), type->task, dir, !resume);
     bool pretrain = st == QKV_OK && r->task.kind == TASK_PRETRAIN;
     if (pretrain) st = qkv__pretrain_load(&r->task, &r->train, &r->dev, &r->have_dev);
     else if (st == QKV_OK)
         st = r->task.kind == TASK_QA ? qkv__qa_load(&r->task, r->set.data.train, &r->train, true)
                                      : qkv__task_load(&r->task, r->set.data.train, &r->train);
     if (st == QKV_OK && r->task.kind == TASK_PAIRS) st = qkv__pairs_keep_duplicates(&r->train, r->set.data.train);
+    if (st == QKV_OK) st = qkv__mt_check_split(r, &r->train, r->set.data.train);
     if (st == QKV_OK) r->have_train = true;
     const char *dev = r->set.data.dev;
     if (st == QKV_OK && *dev && !pretrain) {
         st = qkv__task_load(&r->task, dev, &r->dev);
+        if (st == QKV_OK) st = qkv__mt_check_split(r, &r->dev, dev);
         r->have_dev = st == QKV_OK;
     }
     if (st == QKV_OK && !resume && r->task.kind == TASK_SUMMARIZE)
@@ -347,7 +352,8 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
     cJSON_Delete(resolved);
     if (!r) return NULL;
     r->type = type;
-    qkv_status st = qkv__task_prepare(&r->task, r->cfg, type->task, dir, false);
+    qkv_status st = qkv__mt_open(r, false);
+    if (st == QKV_OK) st = qkv__task_prepare(&r->task, qkv__mt_task_config(r), type->task, dir, false);
     char *ck = NULL;
     if (st == QKV_OK) {
         if (checkpoint) {
@@ -398,6 +404,7 @@ void qkv_run_free(qkv_run *r) {
     qkv__split_free(&r->train);
     qkv__split_free(&r->dev);
     qkv__batch_plan_free(&r->plan);
+    qkv__mt_free(&r->mt);
     cJSON_Delete(r->cfg);
     cJSON_free(r->cfg_text);
     free(r->dir);
@@ -511,7 +518,9 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
                 st = qkv__run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
             }
-            if (st == QKV_OK && r->task.kind == TASK_SEQ2SEQ && *r->set.eval.tasks)
+            if (st == QKV_OK && r->task.kind == TASK_SEQ2SEQ && s->task_starts)
+                st = qkv__run_task_metrics_mt(r, s, out);
+            else if (st == QKV_OK && r->task.kind == TASK_SEQ2SEQ && *r->set.eval.tasks)
                 st = qkv__run_task_metrics(r, s, r->set.eval.tasks, 0, out);
             if (r->task.kind == TASK_SUMMARIZE && r->set.eval.rouge)
                 st = qkv__run_rouge(r, s, r->set.eval.rouge_max_examples, out);
@@ -543,6 +552,10 @@ cJSON *qkv_run_eval(qkv_run *r, const char *split_name, const char *file) {
     }
     split s;
     if (qkv__task_load(&r->task, path, &s) != QKV_OK) return NULL;
+    if (qkv__mt_check_split(r, &s, path) != QKV_OK) {
+        qkv__split_free(&s);
+        return NULL;
+    }
     cJSON *out = r->task.kind == TASK_PAIRS ? qkv__pairs_evaluate_at_dev_threshold(r, &s)
                                             : qkv__run_evaluate(r, &s, 0);
     qkv__split_free(&s);

@@ -16,6 +16,7 @@
 
 #include "qkv/config.h"
 #include "qkv/data.h"
+#include "qkv/fsutil.h"
 #include "qkv/shard.h"
 #include "pairs.h"
 #include "task_tagging.h"
@@ -121,6 +122,7 @@ qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t *
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
 
 static qkv_dataset *read_rows(const task *t, const char *path) {
+    if (t->span) return qkv__docs_dataset(path); /* documents: a file's lines, or a corpus directory's documents */
     bool lines = t->kind == TASK_LM || t->span;
     qkv_data_opts o = {.format = lines ? QKV_DATA_LINES : QKV_DATA_TSV,
                        .n_fields = lines ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
@@ -282,6 +284,34 @@ static tok_kind parse_tok(const char *s, task_kind kind) {
     return kind == TASK_LM ? TOK_CHAR : TOK_WORD; /* "auto" */
 }
 
+/* The tokenizer files a seq2seq run directory holds (those present) copied into dir. */
+static qkv_status copy_tokenizer(const char *from, const char *dir) {
+    static const char *const names[] = {"vocab.txt", "tgt_vocab.txt", "vocab.json", "merges.txt", "tgt_vocab.json",
+                                        "tgt_merges.txt"};
+    int copied = 0;
+    qkv_status st = qkv_fs_mkdirs(dir);
+    for (size_t i = 0; st == QKV_OK && i < sizeof names / sizeof names[0]; i++) {
+        char *src = join(from, names[i]), *dst = join(dir, names[i]);
+        FILE *in = src ? fopen(src, "rb") : NULL, *out = in && dst ? fopen(dst, "wb") : NULL;
+        if (!src || !dst) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        else if (in && !out) st = qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", dst, strerror(errno));
+        char buf[1 << 14];
+        size_t n;
+        while (st == QKV_OK && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, n, out) != n) st = qkv_error_set(QKV_ERR_IO, "%s: write error", dst);
+        if (st == QKV_OK && in && ferror(in)) st = qkv_error_set(QKV_ERR_IO, "%s: read error", src);
+        if (out && fclose(out) != 0 && st == QKV_OK) st = qkv_error_set(QKV_ERR_IO, "%s: write error", dst);
+        if (in) fclose(in);
+        copied += in != NULL;
+        free(src);
+        free(dst);
+    }
+    if (st == QKV_OK && !copied)
+        st = qkv_error_set(QKV_ERR_INVALID, "data.tokenizer_from: %s holds no tokenizer files (vocab.txt, vocab.json)",
+                           from);
+    return st;
+}
+
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && !strcmp(s + a - b, suffix);
@@ -364,6 +394,12 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         qkv_shard_close(s);
         return qkv__task_shard_tokenizer(t, cfg, train_path, dir, fresh);
     }
+    /* data.tokenizer_from: that run's tokenizer files become this run's, loaded as a resumed run loads its own. */
+    if (fresh && rs->data.tokenizer_from[0] && t->kind == TASK_SEQ2SEQ) {
+        qkv_status cs = copy_tokenizer(rs->data.tokenizer_from, dir);
+        if (cs != QKV_OK) return cs;
+        fresh = false;
+    }
     /* The training file is read only to build tokenizers and labels. */
     qkv_dataset *train = NULL;
     bool need_train = fresh && (t->tok == TOK_WORD || t->tok == TOK_CHAR || t->kind == TASK_CLASSIFY ||
@@ -439,7 +475,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         }
     }
     if (t->pad < 0) t->pad = 0;
-    if (st == QKV_OK && t->span) { /* the sentinels go on top of the tokenizer's ids, one vocabulary both sides */
+    /* The sentinels go on top of the tokenizer's ids, one vocabulary both sides; data.keep_sentinels keeps them in a
+     * seq2seq run fine-tuned from a span-corruption run, so its embedding has that run's shape. */
+    if (st == QKV_OK && (t->span || (t->kind == TASK_SEQ2SEQ && rs->data.keep_sentinels))) {
         t->base_vocab = t->vocab_size;
         t->vocab_size += rs->data.sentinels;
         t->tgt_vocab_size = 0;

@@ -1,7 +1,8 @@
 /* data.task "span_corruption": T5's pretraining objective for a seq2seq model (t5) on plain text.
  *
- * The documents come through qkv__docs_each, one function, so that the pretraining corpus reader shared with BERT
- * pretraining can take its place. Every document is encoded with the run's tokenizer and the ids are concatenated
+ * The documents come through qkv__docs_each: a plain-text file's lines, or, for a directory laid out as
+ * ../shared/data, the English training documents of qkv_documents_read_data_dir (the corpus reader BERT pretraining
+ * uses; it never reads a dev or test split), each document's sentences joined by spaces. Every document is encoded with the run's tokenizer and the ids are concatenated
  * (T5's reduce_concat_tokens), then cut into runs of the raw length T5's random_spans_helper gives for an input of
  * data.max_len tokens (128: 141 raw tokens, 29 target tokens); each run is one example, corrupted once at load with
  * a generator seeded by the run's seed (a file always gives the same examples; T5 redraws the noise per pass, which
@@ -11,13 +12,62 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "qkv/data.h"
+#include "qkv/documents.h"
 #include "qkv/span_corruption.h"
 #include "train_internal.h"
 
-qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user) {
+/* One row a document: the sentences of a corpus directory's document joined by spaces. */
+static qkv_dataset *corpus_rows(const char *dir) {
+    qkv_documents *docs = qkv_documents_new();
+    qkv_dataset *d = docs ? calloc(1, sizeof *d) : NULL;
+    qkv_status st = docs && d ? qkv_documents_read_data_dir(docs, dir) : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (st == QKV_OK && !(d->rows = calloc(docs->n_docs ? docs->n_docs : 1, sizeof *d->rows)))
+        st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == QKV_OK && i < docs->n_docs; i++) {
+        size_t n, len = 0;
+        char *const *sent = qkv_documents_doc(docs, i, &n);
+        for (size_t k = 0; k < n; k++) len += strlen(sent[k]) + 1;
+        qkv_row *row = &d->rows[d->n_rows];
+        row->fields = malloc(sizeof *row->fields);
+        row->lens = malloc(sizeof *row->lens);
+        char *text = malloc(len + 1);
+        if (!row->fields || !row->lens || !text) {
+            free(row->fields);
+            free(row->lens);
+            free(text);
+            row->fields = NULL;
+            row->lens = NULL;
+            st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        size_t at = 0;
+        for (size_t k = 0; k < n; k++) at += (size_t)sprintf(text + at, "%s%s", k ? " " : "", sent[k]);
+        row->fields[0] = text;
+        row->lens[0] = at;
+        row->n_fields = 1;
+        row->line = (int64_t)i + 1;
+        d->n_rows++;
+    }
+    qkv_documents_free(docs);
+    if (st != QKV_OK) {
+        qkv_dataset_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+qkv_dataset *qkv__docs_dataset(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return corpus_rows(path);
     qkv_data_opts o = {.format = QKV_DATA_LINES};
-    qkv_dataset *d = qkv_data_read_all(path, &o);
+    return qkv_data_read_all(path, &o);
+}
+
+qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user) {
+    qkv_dataset *d = qkv__docs_dataset(path);
     if (!d) return qkv_last_status();
     qkv_status st = QKV_OK;
     for (size_t i = 0; st == QKV_OK && i < d->n_rows; i++)

@@ -43,6 +43,7 @@ typedef struct split {
     int64_t n, cap;
     int64_t n_chars; /* characters of text read (bits per character) */
     struct qa_split *qa; /* qa: contexts, answers, token spans, gold positions (task_qa.c) */
+    const int64_t *task_starts; /* a multi-task split: task m's examples are [starts[m], starts[m+1]) (not owned) */
 } split;
 
 typedef struct pretrain_state pretrain_state; /* task_pretrain.c */
@@ -119,10 +120,13 @@ qkv_status qkv__run_task_metrics(qkv_run *r, const split *s, const char *spec, i
                                  struct cJSON *out);
 
 /* ---- span_corruption (task_span.c) ---- */
-/* The documents of a pretraining corpus, one call of fn per document, in order. Today plain text, one document a
- * line (the lm/ format); the one function a shared corpus reader (qkv_documents_*) has to replace. */
+/* The documents of a pretraining corpus, one call of fn per document, in order: a plain-text file, one document a
+ * line (the lm/ format), or a directory laid out as ../shared/data read through qkv_documents_read_data_dir (the
+ * English training splits; each document's sentences joined by spaces). docs_dataset: the same as rows of one
+ * field (the tokenizer is built from them). */
 typedef qkv_status (*qkv__doc_fn)(const char *text, size_t len, void *user);
 qkv_status qkv__docs_each(const char *path, qkv__doc_fn fn, void *user);
+qkv_dataset *qkv__docs_dataset(const char *path);
 /* Encodes every document, concatenates the ids and cuts them into runs of the raw length whose corrupted input is
  * data.max_len tokens (T5's random_spans_helper); each run becomes one seq2seq example: source = the corrupted
  * input with </s>, target = <s> then sentinels and dropped spans with </s>. Masks are drawn from a generator seeded
@@ -226,6 +230,20 @@ qkv_status qkv__zero_clip_norm(zero_shard *z, float max_norm);
 qkv_status qkv__zero_gather(zero_shard *z);
 qkv_status qkv__zero_collect(zero_shard *z, bool collect);
 
+/* Multi-task text-to-text runs (multitask.c, data.tasks). */
+typedef struct multitask {
+    int n;                /* tasks; 0: not a multi-task run */
+    char **names, **metrics;
+    int64_t *counts[3];   /* examples per task of train, dev, test */
+    int64_t *starts[3];   /* their offsets in the rewritten split files (n + 1 each) */
+    char *paths[3];       /* run_dir/tasks/{train,dev,test}.tsv ("" when no task has that split) */
+    double *rates;        /* mixing rates of the training examples */
+    int64_t *seen;        /* examples drawn per task so far */
+    int64_t *batch;       /* the current batch's example indices */
+    bool replayed;
+    struct cJSON *cfg;    /* the config as a single seq2seq run over the rewritten files */
+} multitask;
+
 struct qkv_run {
     char *dir;
     struct cJSON *cfg;
@@ -247,7 +265,22 @@ struct qkv_run {
     uint64_t plan_epoch;
     bool plan_valid;
     uint64_t data_seed;
+    multitask mt;
 };
+
+/* Multi-task runs (multitask.c). open: the tasks of data.tasks (none: a no-op), their files rewritten into the
+ * run directory (write) or the index of a trained run read; r->set.data.train/dev/test then name the rewritten
+ * files. task_config: the config the task pipeline reads. check_split: a split loaded from one of the rewritten
+ * files gets its task offsets. next_batch: the examples of batch r->state.data_pos by the mixing rates. log: each
+ * task's share of the examples seen, as "task_share" in a train record. metrics: per-task scores of a split with task
+ * offsets, as "tasks": {name: {metric: value, "examples": n}} (bleu, rougeL, accuracy, or exact_match and f1). */
+qkv_status qkv__mt_open(qkv_run *r, bool write);
+void qkv__mt_free(multitask *mt);
+const struct cJSON *qkv__mt_task_config(const qkv_run *r);
+qkv_status qkv__mt_check_split(const qkv_run *r, split *s, const char *path);
+qkv_status qkv__mt_next_batch(qkv_run *r, const int64_t **idx, int64_t *count);
+qkv_status qkv__mt_log(const qkv_run *r, struct cJSON *rec);
+qkv_status qkv__run_task_metrics_mt(qkv_run *r, const split *s, struct cJSON *out);
 
 /* Evaluates on a split: a JSON object of metrics (caller frees). max_batches 0 = all. */
 struct cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches);

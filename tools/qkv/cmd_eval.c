@@ -52,6 +52,14 @@ static int run(int argc, char **argv) {
         for (const cJSON *it = m->child; it; it = it->next) {
             if (cJSON_IsNumber(it) && strcmp(it->string, "step")) printf("  %-15s %.6g\n", it->string, it->valuedouble);
         }
+        /* text-to-text runs: one line a task, its metrics after its name */
+        const cJSON *tasks = cJSON_GetObjectItem(m, "tasks");
+        for (const cJSON *t = cJSON_IsObject(tasks) ? tasks->child : NULL; t; t = t->next) {
+            printf("  %-15s", t->string);
+            for (const cJSON *v = t->child; v; v = v->next)
+                if (cJSON_IsNumber(v)) printf(" %s %.6g", v->string, v->valuedouble);
+            printf("\n");
+        }
         const cJSON *conf = cJSON_GetObjectItem(m, "confusion"), *labels = cJSON_GetObjectItem(m, "labels");
         if (cJSON_IsArray(conf)) {
             printf("  confusion (rows gold, columns predicted):\n  %12s", "");

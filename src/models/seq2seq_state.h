@@ -1,0 +1,46 @@
+/* The decoding state the two Transformer encoder-decoders (transformer_seq2seq.c, t5.c) keep for incremental
+ * decoding (src/models/seq2seq_state.c): per decoder layer a self-attention K/V cache [rows, Tmax, H, dk] written
+ * one step at a time and the cross-attention K/V of the encoder states [rows, H, S, dk] projected once at start,
+ * the source padding [rows, S], and the row -> source map that beam-search reorders follow. Each model embeds one
+ * and adds what is its own (weights, packs). Not installed. */
+#ifndef QKV_SEQ2SEQ_STATE_H
+#define QKV_SEQ2SEQ_STATE_H
+
+#include "core/visibility.h"
+#include "qkv/nn_layers.h"
+#include "qkv/ops.h"
+
+QKV_INTERNAL_BEGIN
+
+#define S2S_SLOTS (1 + 4 * QKV_NN_MAX_LAYERS)
+
+typedef struct s2s_kv_state {
+    qkv_ctx *keep, *work;                                      /* across steps / reset at every step */
+    int rows, cap, S, t, max_steps, n_layers;                  /* rows now / prepared by start */
+    qkv_tensor *pad;                                           /* [rows, S] */
+    qkv_tensor *kc[QKV_NN_MAX_LAYERS], *vc[QKV_NN_MAX_LAYERS]; /* self-attention cache */
+    qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values */
+    qkv_tensor *full[S2S_SLOTS]; /* what each tensor above views the first rows of, in slot order */
+    int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
+} s2s_kv_state;
+
+/* Contexts and the row -> source map of n_src sources with rows_per_src rows each; `who` names the model in
+ * messages. On failure the state holds only what release frees. */
+qkv_status qkv__s2s_state_init(s2s_kv_state *s, int n_src, int rows_per_src, int src_len, int max_steps,
+                               int n_layers, const char *who);
+void qkv__s2s_state_release(s2s_kv_state *s);
+/* The rows' padding from the sources' pad [n_src, S] (row_src: each row's source). */
+qkv_status qkv__s2s_state_pad(s2s_kv_state *s, qkv_tensor *pad, qkv_tensor *row_src);
+/* Layer l's cross-attention keys/values copied in (kk, vv [rows, H, S, dk]) and its empty self-attention cache. */
+qkv_status qkv__s2s_state_layer(s2s_kv_state *s, int l, qkv_tensor *kk, qkv_tensor *vv, int64_t H, int64_t dk);
+/* After the last layer: remembers the full tensors that reorders gather rows of. */
+void qkv__s2s_state_seal(s2s_kv_state *s);
+/* Writes the step's k, v (anything reshapeable to [rows, 1, H, dk]) into layer l's cache at position t, and gives
+ * the cached steps 0..t as K, V [rows, H, t + 1, dk] (views in work). */
+qkv_status qkv__s2s_state_self_kv(s2s_kv_state *s, int l, qkv_tensor *k, qkv_tensor *v, int64_t H, int64_t dk,
+                                  qkv_tensor **K, qkv_tensor **V);
+/* Beam search's reorder: row i becomes old row from[i], for n_rows rows. */
+qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_rows);
+
+QKV_INTERNAL_END
+#endif
