@@ -775,6 +775,10 @@ cJSON *qkv_reformer_config(const qkv_reformer_opts *o) {
         case QKV_FIELD_T_BOOL: v = cJSON_CreateBool(*(const bool *)at); break;
         case QKV_FIELD_T_STR:
         case QKV_FIELD_T_CHOICE: v = *(const char *const *)at ? cJSON_CreateString(*(const char *const *)at) : NULL;
+            break;
+        case QKV_FIELD_T_LIST: /* the reformer schema has no lists */
+            v = *(const cJSON *const *)at ? cJSON_Duplicate(*(const cJSON *const *)at, true) : NULL;
+            break;
         }
         if (v && (qkv_schema_check_value(&schema, f->key, v) != QKV_OK || !cJSON_AddItemToObject(obj, f->key, v))) {
             cJSON_Delete(v);
