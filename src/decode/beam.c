@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "decode_internal.h"
+#include "ops/log_softmax_rows.h"
 
 qkv_decode_opts qkv_decode_defaults(void) {
     return (qkv_decode_opts){.bos = 1, .eos = 2, .pad = 0, .max_len = 100, .beam = 4, .n_best = 1, .alpha = 0.6f,
@@ -40,16 +41,7 @@ qkv_status qkv__decode_step(const qkv_decoder *d, qkv_decoder_state *st, const i
                             int rows) {
     qkv_status rc = d->ops->step(st, tokens, lp, attn);
     if (rc || d->info.log_probs) return rc;
-    int64_t V = d->info.vocab;
-    for (int r = 0; r < rows; r++) {
-        float *x = lp + (int64_t)r * V, mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++)
-            if (x[v] > mx) mx = x[v];
-        double sum = 0;
-        for (int64_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
-        float lse = mx + (float)log(sum);
-        for (int64_t v = 0; v < V; v++) x[v] -= lse;
-    }
+    qkv__log_softmax_rows_inplace(lp, rows, d->info.vocab);
     return QKV_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/log_softmax_rows.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_tf_s2s_init(qkv_tf_s2s *m, qkv_params *params, const qkv_tf_s2s_config *cfg, qkv_rng *rng) {
@@ -283,9 +284,9 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
         }
     }
     if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
-    qkv_tensor *lp = qkv_contiguous(w, qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, x), -1));
-    if (!lp) return qkv_last_status();
-    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, x));
+    if (!logits) return qkv_last_status();
+    qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
     if (attn) {
         /* mean over heads of [rows, H, 1, S] */
         qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
