@@ -73,8 +73,21 @@ void qkv__decode_track_to_hyp(decode_track *t, int S, double score, qkv_hyp *h) 
  * source. */
 int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng) {
     (void)rng;
-    /* The first allowed token with the highest score; the running maximum keeps the scan to one compare per token
-     * (it runs over every row's whole vocabulary at every step). */
+    /* The first allowed token with the highest score. It runs over every row's whole vocabulary at every step, so
+     * the maximum is found first in 16 independent lanes (a loop the compiler vectorises; NaN never wins, as in the
+     * scan below), then the first allowed token holding it. Only when no allowed token holds the maximum (it is
+     * BOS or padding) or nothing is above -inf does the one-compare-per-token scan decide. */
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    int64_t k = 0;
+    for (; k + 16 <= V; k += 16)
+        for (int l = 0; l < 16; l++) lane[l] = lp[k + l] > lane[l] ? lp[k + l] : lane[l];
+    for (int l = 0; k < V; k++, l++) lane[l] = lp[k] > lane[l] ? lp[k] : lane[l];
+    float mx = lane[0];
+    for (int l = 1; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    if (mx > -INFINITY)
+        for (int v = 0; v < V; v++)
+            if (lp[v] == mx && decode_allowed(o, v)) return v;
     int best = -1;
     float top = -INFINITY;
     for (int v = 0; v < V; v++)
