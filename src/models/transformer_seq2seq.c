@@ -180,15 +180,17 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         }
     qkv_nn_attn_mask smask = {.key_padding = pad};
     qkv_tensor *xs = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->src_emb, ids), 0);
-    qkv_tensor *mem = qkv_index_select(w, qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL), 0, row_src);
+    /* The cross-attention keys and values depend on the source alone: projected once per source sentence, then
+     * handed to each of its rows (a beam's K rows share them). */
+    qkv_tensor *mem = qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL);
     s->pad = qkv_ctx_tensor(k, QKV_F32, QKV_DIMS(s->rows, src_len));
     if (!mem || !s->pad || qkv_tensor_copy(s->pad, qkv_index_select(w, pad, 0, row_src)) != QKV_OK) goto fail;
     for (int l = 0; l < m->tf.decoder.num_layers; l++) {
         const qkv_nn_mha *ca = &m->tf.decoder.layers[l].multihead_attn;
-        qkv_tensor *kk = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
-                                             proj_block(w, ca->in_proj_bias, 1, d)), H);
-        qkv_tensor *vv = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
-                                             proj_block(w, ca->in_proj_bias, 2, d)), H);
+        qkv_tensor *kk = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
+                                                                 proj_block(w, ca->in_proj_bias, 1, d)), H), 0, row_src);
+        qkv_tensor *vv = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
+                                                                 proj_block(w, ca->in_proj_bias, 2, d)), H), 0, row_src);
         if (!kk || !vv) goto fail;
         s->ck[l] = qkv_ctx_tensor(k, QKV_F32, 4, kk->shape);
         s->cv[l] = qkv_ctx_tensor(k, QKV_F32, 4, vv->shape);
