@@ -189,6 +189,18 @@ TEST(fused_equals_materialized) {
     CHECK(fused_matches("T=300 D=64 causal dropout", od, 1, 2, 300, 300, 64, 64, false, 1));
 }
 
+TEST(one_query_equals_materialized) {
+    /* A decoding step: one query per head against Tk cached keys (the unpacked one-query path), edges included:
+     * a single key, D and Dv off the vector width, keys spanning several blocks, padding, and enough heads for
+     * the path to run on several threads. */
+    qkv_sdpa_opts o = qkv_sdpa_defaults(), oc = o;
+    oc.causal = true;
+    CHECK(fused_matches("Tq=1 Tk=1", o, 2, 2, 1, 1, 8, 8, false, 1));
+    CHECK(fused_matches("Tq=1 Tk=37 D=17 Dv=20 padding", o, 3, 2, 1, 37, 17, 20, true, 2));
+    CHECK(fused_matches("Tq=1 Tk=130 D=64 causal padding", oc, 2, 4, 1, 130, 64, 64, true, 3));
+    CHECK(fused_matches("Tq=1 Tk=300 D=64 many heads", oc, 64, 4, 1, 300, 64, 64, false, 1));
+}
+
 /* Bias and prefix at sizes spanning several query and key blocks, with whole-head and key-block tasks. */
 static bool fused_matches_bias(const char *name, qkv_sdpa_opts o, int64_t B, int64_t H, int64_t T, int64_t Bb,
                                int64_t Hb, const int32_t *prefix) {
@@ -537,6 +549,7 @@ int main(void) {
     RUN(gradcheck_both_paths);
     RUN(gradcheck_bias_and_prefix);
     RUN(fused_equals_materialized);
+    RUN(one_query_equals_materialized);
     RUN(fused_equals_materialized_bias_prefix);
     RUN(prefix_mask_semantics);
     RUN(fully_masked_rows_are_zero);

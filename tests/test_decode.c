@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "decode/decode_internal.h"
 #include "qkv/decode.h"
 #include "qkv/gpt.h"
 #include "test.h"
@@ -127,6 +128,45 @@ TEST(seed_reproduces_and_distribution_matches) {
     qkv_sampler_free(a);
     qkv_sampler_free(b);
     qkv_sampler_free(c);
+}
+
+/* The plain scan greedy picking must agree with: the first allowed token with the highest score. */
+static int pick_ref(const float *lp, int V, const qkv_decode_opts *o) {
+    int best = -1;
+    float top = -INFINITY;
+    for (int v = 0; v < V; v++)
+        if (lp[v] > top && v != o->bos && v != o->pad) {
+            top = lp[v];
+            best = v;
+        }
+    for (int v = 0; best < 0 && v < V; v++)
+        if (v != o->bos && v != o->pad) best = v;
+    return best;
+}
+
+TEST(greedy_pick_edges) {
+    qkv_decode_opts o = qkv_decode_defaults();
+    o.bos = 1;
+    o.pad = 0;
+    float lp[53];
+    int bad = 0, cases = 0;
+    for (int V = 1; V <= 53; V += 13)
+        for (int c = 0; c < 6; c++) {
+            for (int v = 0; v < V; v++) lp[v] = -(float)((v * 7 + c * 3) % 11);
+            if (c == 1) lp[V - 1] = 5.0f;                   /* the last entry, past the 16-lane blocks */
+            if (c == 2) lp[0] = 9.0f;                       /* the maximum is padding */
+            if (c == 3 && V > 1) lp[1] = lp[V - 1] = 9.0f;  /* BOS ties an allowed token */
+            if (c == 4)
+                for (int v = 0; v < V; v++) lp[v] = -INFINITY; /* nothing above -inf */
+            if (c == 5) lp[V / 2] = NAN;                    /* NaN never wins */
+            int got = qkv__decode_pick_greedy(lp, V, &o, NULL), want = pick_ref(lp, V, &o);
+            cases++;
+            if (got != want) {
+                bad++;
+                printf("  V=%d case %d: picked %d, want %d\n", V, c, got, want);
+            }
+        }
+    CHECKF(bad == 0, "%d of %d greedy picks differ from the plain scan", bad, cases);
 }
 
 TEST(bad_options) {
@@ -281,6 +321,7 @@ int main(void) {
     RUN(top_p_keeps_the_smallest_sufficient_prefix);
     RUN(repetition_penalty);
     RUN(seed_reproduces_and_distribution_matches);
+    RUN(greedy_pick_edges);
     RUN(bad_options);
     RUN(greedy_generation_equals_full_forward_argmax);
     RUN(stop_tokens_callback_and_limits);

@@ -1,9 +1,11 @@
 /* softmax, log_softmax, layer_norm and dropout: gradient checks, PyTorch fixtures (tests/ref/ops_norm.py),
  * extreme values, dropout's mask properties, thread-count independence and error reporting. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gradcheck.h"
+#include "ops/log_softmax_rows.h"
 #include "test.h"
 
 /* ---- functions under test ------------------------------------------------------------------------------------ */
@@ -132,6 +134,42 @@ TEST(softmax_extremes) {
         CHECKF(fabsf(s - 1.0f) < 1e-6f, "row %d sums to %g", r, s);
     }
 done:
+    qkv_ctx_free(c);
+}
+
+TEST(log_softmax_rows_into_a_buffer) {
+    /* The decoders' form: out of place bit-identical to qkv_log_softmax; in place within rounding. Rows off the
+     * vector width, enough of them for the threaded path, a peaky row and a -inf entry. */
+    enum { R = 40, N = 1037 };
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = qkv_ctx_tensor(c, QKV_F32, QKV_DIMS(R, N));
+    float *y = malloc(sizeof(float) * R * N), *z = malloc(sizeof(float) * R * N);
+    CHECK(x && y && z);
+    if (!x || !y || !z) goto done;
+    qkv_rng rng;
+    qkv_rng_init(&rng, 5);
+    float *xs = qkv_f32(x);
+    for (int i = 0; i < R * N; i++) xs[i] = 8.0f * (qkv_rng_uniform(&rng) - 0.5f);
+    xs[3 * N + 17] = 60.0f;
+    xs[5 * N + 2] = -INFINITY;
+    qkv_tensor *ref = qkv_log_softmax(c, x, -1);
+    CHECK(ref != NULL);
+    if (!ref) goto done;
+    qkv__log_softmax_rows(y, xs, R, N);
+    memcpy(z, xs, sizeof(float) * R * N);
+    qkv__log_softmax_rows_inplace(z, R, N);
+    CHECK(memcmp(y, qkv_f32(ref), sizeof(float) * R * N) == 0);
+    double worst = 0;
+    for (int i = 0; i < R * N; i++)
+        if (isfinite(y[i]) || isfinite(z[i])) {
+            double d = fabs((double)y[i] - z[i]);
+            worst = isnan(d) ? INFINITY : d > worst ? d : worst;
+        }
+    CHECK(isinf(z[5 * N + 2]) && z[5 * N + 2] < 0);
+    CHECKF(worst < 1e-5, "in place vs out of place: max |diff| %g", worst);
+done:
+    free(y);
+    free(z);
     qkv_ctx_free(c);
 }
 
@@ -329,6 +367,7 @@ int main(void) {
     RUN(gradcheck_layer_norm);
     RUN(gradcheck_dropout);
     RUN(softmax_extremes);
+    RUN(log_softmax_rows_into_a_buffer);
     RUN(layer_norm_statistics);
     RUN(dropout_mask);
     RUN(dropout_identity);

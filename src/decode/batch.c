@@ -176,6 +176,23 @@ static void cand_push(cand *c, int *n, int cap, cand x) {
     c[i] = x;
 }
 
+/* Tokens per block of the beam's candidate scan. */
+#define CAND_BLOCK 64
+
+/* The largest of x[0..n) (n <= CAND_BLOCK), in 16 lanes the compiler vectorises; NaN never wins (cand_push never
+ * keeps a NaN score in a full list either), -inf when nothing else is there. */
+static float block_max(const float *x, int64_t n) {
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int l = 0; l < 16; l++) lane[l] = x[k + l] > lane[l] ? x[k + l] : lane[l];
+    for (int l = 0; k < n; k++, l++) lane[l] = x[k] > lane[l] ? x[k] : lane[l];
+    float m = lane[0];
+    for (int l = 1; l < 16; l++) m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
 static int cmp_hyp(const void *a, const void *b) {
     const qkv_hyp *x = a, *y = b;
     return (x->score < y->score) - (x->score > y->score);
@@ -284,8 +301,15 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
             int nc = 0;
             for (int r = 0; r < it->n_live; r++) {
                 const float *x = lp + (int64_t)(base + r) * V;
-                for (int v = 0; v < V; v++)
-                    if (decode_allowed(o, v)) cand_push(c, &nc, 2 * K, (cand){it->live[r].logprob + x[v], r, v});
+                double lpr = it->live[r].logprob;
+                for (int64_t v0 = 0; v0 < V; v0 += CAND_BLOCK) {
+                    int64_t v1 = v0 + CAND_BLOCK < V ? v0 + CAND_BLOCK : V;
+                    /* Once the list is full, a block whose best score cannot beat its last entry is skipped: the
+                     * sum is monotonic in x, so no entry of the block would have been kept (exact). */
+                    if (nc == 2 * K && !(lpr + block_max(x + v0, v1 - v0) > c[2 * K - 1].score)) continue;
+                    for (int64_t v = v0; v < v1; v++)
+                        if (decode_allowed(o, (int)v)) cand_push(c, &nc, 2 * K, (cand){lpr + x[v], r, (int)v});
+                }
             }
             int n_next = 0, first = n_from;
             for (int j = 0; j < nc && n_next < K; j++) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "decode_internal.h"
+#include "ops/log_softmax_rows.h"
 
 qkv_decode_opts qkv_decode_defaults(void) {
     return (qkv_decode_opts){.bos = 1, .eos = 2, .pad = 0, .max_len = 100, .beam = 4, .n_best = 1, .alpha = 0.6f,
@@ -40,16 +41,7 @@ qkv_status qkv__decode_step(const qkv_decoder *d, qkv_decoder_state *st, const i
                             int rows) {
     qkv_status rc = d->ops->step(st, tokens, lp, attn);
     if (rc || d->info.log_probs) return rc;
-    int64_t V = d->info.vocab;
-    for (int r = 0; r < rows; r++) {
-        float *x = lp + (int64_t)r * V, mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++)
-            if (x[v] > mx) mx = x[v];
-        double sum = 0;
-        for (int64_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
-        float lse = mx + (float)log(sum);
-        for (int64_t v = 0; v < V; v++) x[v] -= lse;
-    }
+    qkv__log_softmax_rows_inplace(lp, rows, d->info.vocab);
     return QKV_OK;
 }
 
@@ -81,8 +73,21 @@ void qkv__decode_track_to_hyp(decode_track *t, int S, double score, qkv_hyp *h) 
  * source. */
 int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng) {
     (void)rng;
-    /* The first allowed token with the highest score; the running maximum keeps the scan to one compare per token
-     * (it runs over every row's whole vocabulary at every step). */
+    /* The first allowed token with the highest score. It runs over every row's whole vocabulary at every step, so
+     * the maximum is found first in 16 independent lanes (a loop the compiler vectorises; NaN never wins, as in the
+     * scan below), then the first allowed token holding it. Only when no allowed token holds the maximum (it is
+     * BOS or padding) or nothing is above -inf does the one-compare-per-token scan decide. */
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    int64_t k = 0;
+    for (; k + 16 <= V; k += 16)
+        for (int l = 0; l < 16; l++) lane[l] = lp[k + l] > lane[l] ? lp[k + l] : lane[l];
+    for (int l = 0; k < V; k++, l++) lane[l] = lp[k] > lane[l] ? lp[k] : lane[l];
+    float mx = lane[0];
+    for (int l = 1; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    if (mx > -INFINITY)
+        for (int v = 0; v < V; v++)
+            if (lp[v] == mx && decode_allowed(o, v)) return v;
     int best = -1;
     float top = -INFINITY;
     for (int v = 0; v < V; v++)

@@ -10,6 +10,7 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/log_softmax_rows.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_lstm_s2s_init(qkv_lstm_s2s *m, qkv_params *params, const qkv_lstm_s2s_config *cfg, qkv_rng *rng) {
@@ -289,15 +290,15 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     qkv_tensor *cx = qkv_nn_score_attention_forward(w, &dot, top, s->keys ? s->keys : s->henc, s->keys ? s->henc : NULL,
                                                     s->pad, &a);
     qkv_tensor *ht = combine(w, m, cx, top);
-    qkv_tensor *lp = qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, ht), -1);
-    if (!lp || !a) return qkv_last_status();
+    qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht));
+    if (!logits || !a) return qkv_last_status();
     for (int l = 0; l < m->cfg.num_layers; l++) {
         qkv_status rc;
         if ((rc = qkv_tensor_copy(s->h[l], h[l])) || (rc = qkv_tensor_copy(s->c[l], c[l]))) return rc;
     }
     qkv_status rc = qkv_tensor_copy(s->feed, ht);
     if (rc) return rc;
-    memcpy(logprobs, qkv_contiguous(w, lp)->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
     if (attn) memcpy(attn, qkv_contiguous(w, a)->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
     return QKV_OK;
 }

@@ -11,6 +11,7 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/log_softmax_rows.h"
 #include "seq2seq_internal.h"
 #include "seq2seq_state.h"
 
@@ -149,14 +150,16 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         }
     qkv_nn_attn_mask smask = {.key_padding = pad};
     qkv_tensor *xs = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->src_emb, ids), 0);
-    qkv_tensor *mem = qkv_index_select(w, qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL), 0, row_src);
+    /* The cross-attention keys and values depend on the source alone: projected once per source sentence, then
+     * handed to each of its rows (a beam's K rows share them). */
+    qkv_tensor *mem = qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL);
     if (!mem || qkv__s2s_state_pad(&s->kv, pad, row_src) != QKV_OK) goto fail;
     for (int l = 0; l < m->tf.decoder.num_layers; l++) {
         const qkv_nn_mha *ca = &m->tf.decoder.layers[l].multihead_attn;
-        qkv_tensor *kk = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
-                                             proj_block(w, ca->in_proj_bias, 1, d)), H);
-        qkv_tensor *vv = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
-                                             proj_block(w, ca->in_proj_bias, 2, d)), H);
+        qkv_tensor *kk = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
+                                                                 proj_block(w, ca->in_proj_bias, 1, d)), H), 0, row_src);
+        qkv_tensor *vv = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
+                                                                 proj_block(w, ca->in_proj_bias, 2, d)), H), 0, row_src);
         if (qkv__s2s_state_layer(&s->kv, l, kk, vv, H, d / H) != QKV_OK) goto fail;
     }
     qkv__s2s_state_seal(&s->kv);
@@ -239,9 +242,9 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
         }
     }
     if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
-    qkv_tensor *lp = qkv_contiguous(w, qkv_log_softmax(w, qkv_nn_linear_forward(w, &m->gen, x), -1));
-    if (!lp) return qkv_last_status();
-    memcpy(logprobs, lp->data, sizeof(float) * (size_t)s->kv.rows * (size_t)m->cfg.tgt_vocab);
+    qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, x));
+    if (!logits) return qkv_last_status();
+    qkv__log_softmax_rows(logprobs, logits->data, s->kv.rows, m->cfg.tgt_vocab);
     if (attn) {
         /* mean over heads of [rows, H, 1, S] */
         qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));

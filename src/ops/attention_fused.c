@@ -506,8 +506,79 @@ static void fwd_block(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *v
     }
 }
 
+/* ---- one query per head (an incremental decoding step) ------------------------------------------------------
+ * A decoding step asks for one query row against the cache. Packing K^T per call would then cost as much as the
+ * product itself (every cached key copied to score it once), so this path reads the keys where they are: a score
+ * is a dot product along the key's own row, and the output sums the value rows weighted by the probabilities.
+ * Nothing is packed and the cache needs no particular layout beyond unit-stride rows. */
+
+/* Eight partial sums over d, combined in a fixed order: vectorises without reassociation flags, and the result
+ * depends only on a and b (not on the row's neighbours). */
+static inline float dot_row(const float *a, const float *b, int64_t n) {
+    float acc[8] = {0};
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[d + l] * b[d + l];
+    for (; d < n; d++) acc[0] += a[d] * b[d];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* Scratch of one one-query task: scores [Tk], bias row [Tk], accumulator [Dv]. */
+static int64_t one_scratch(int64_t Tk, int64_t Dv) { return 2 * (Tk + 16) + Dv + 16; }
+
+static void fwd_one(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k, const sdpa_rows *v, int64_t bh,
+                    float *out, float *lse, float *w) {
+    const int64_t Tk = p->Tk, D = p->D, Dv = p->Dv, b = bh / p->H;
+    const float c = p->scale * (float)M_LOG2E;
+    float *s = w, *comb = s + Tk + 16, *acc = comb + Tk + 16;
+    const float *Q = row_of(q, p, bh, 0);
+    const int64_t nvis = qkv__sdpa_visible(p, b, 0, 0, Tk);
+    for (int64_t j = 0; j < nvis; j++) s[j] = dot_row(Q, row_of(k, p, bh, j), D);
+    for (int64_t j = nvis; j < Tk; j++) s[j] = 0.0f;
+    const float *bias = p->kbias ? p->kbias + b * Tk : NULL;
+    float mx = scores_row(s, Tk, nvis, c, row_bias(p, bh, 0, 0, Tk, bias, comb));
+    float *o = out + bh * Dv;
+    if (mx == -INFINITY) { /* every key masked */
+        memset(o, 0, (size_t)Dv * sizeof(float));
+        if (lse) lse[bh] = INFINITY;
+        return;
+    }
+    float l = exp2_row(s, Tk, mx);
+    memset(acc, 0, (size_t)Dv * sizeof(float));
+    for (int64_t j = 0; j < nvis; j++) {
+        const float pj = s[j], *vr = row_of(v, p, bh, j);
+        for (int64_t d = 0; d < Dv; d++) acc[d] += pj * vr[d];
+    }
+    float inv = l > 0 ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < Dv; d++) o[d] = acc[d] * inv;
+    if (lse) lse[bh] = l > 0 ? mx + log2f(l) : INFINITY;
+}
+
+/* Below this many multiply-adds a one-query call runs on one thread (waking the team costs more). */
+#define ONE_PARALLEL_WORK (1 << 18)
+
+static qkv_status fwd_one_all(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
+                              const sdpa_rows *v, float *out, float *lse) {
+    const int64_t BH = p->B * p->H, per = one_scratch(p->Tk, p->Dv);
+    const int nth = BH * p->Tk * (p->D + p->Dv) >= ONE_PARALLEL_WORK ? max_threads() : 1;
+    float *ws = qkv_ctx_alloc(ctx, (size_t)(nth * per) * sizeof(float));
+    if (!ws) return qkv_last_status();
+    if (nth == 1) {
+        for (int64_t bh = 0; bh < BH; bh++) fwd_one(p, q, k, v, bh, out, lse, ws);
+        return QKV_OK;
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        float *w = ws + omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < BH; bh++) fwd_one(p, q, k, v, bh, out, lse, w);
+    }
+    return QKV_OK;
+}
+
 KENTRY qkv_status KNAME(qkv__sdpa_fused_forward)(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q,
                                                  const sdpa_rows *k, const sdpa_rows *v, float *out, float *lse) {
+    if (p->Tq == 1 && !(p->dropout > 0)) return fwd_one_all(ctx, p, q, k, v, out, lse);
     const int64_t BH = p->B * p->H, Tk = p->Tk, D = p->D, nqb = cdiv(p->Tq, BQ), nkb = cdiv(Tk, BK);
     const int nth = max_threads();
     const bool by_head = head_tasks(BH, nth);

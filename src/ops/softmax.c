@@ -15,6 +15,7 @@
 #include "core/isa.h"
 #include "ops/row_sum.h"
 #include "ops/fast_exp.h"
+#include "ops/log_softmax_rows.h"
 #include "qkv/ops.h"
 
 #define PAR_MIN (1 << 15)
@@ -63,6 +64,20 @@ QKV_KERNEL_BODY void row_forward_body(float *restrict y, const float *restrict x
 }
 QKV_ISA_KERNEL_VOID(row_forward, (float *restrict y, const float *restrict x, int64_t n, bool log_form),
                     (y, x, n, log_form))
+
+/* One contiguous row in place: x -= max + log(sum exp(x - max)), the sum in LANES partials combined pairwise. */
+QKV_KERNEL_BODY void row_log_inplace_body(float *restrict x, int64_t n) {
+    float m = row_max(x, n), acc[LANES] = {0};
+    int64_t k = 0;
+    for (; k + LANES <= n; k += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += qkv__expf(x[k + l] - m);
+    for (int l = 0; k < n; k++, l++) acc[l] += qkv__expf(x[k] - m);
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    float shift = m + logf(acc[0]);
+    for (k = 0; k < n; k++) x[k] -= shift;
+}
+QKV_ISA_KERNEL_VOID(row_log_inplace, (float *restrict x, int64_t n), (x, n))
 
 /* One outer block [n, inner], softmax over n; mx and sm are scratch vectors of length inner. */
 QKV_KERNEL_BODY void block_forward_body(float *restrict y, const float *restrict x, int64_t n, int64_t inner,
@@ -201,4 +216,14 @@ qkv_tensor *qkv_softmax(qkv_ctx *ctx, qkv_tensor *x, int axis) { return softmax_
 
 qkv_tensor *qkv_log_softmax(qkv_ctx *ctx, qkv_tensor *x, int axis) {
     return softmax_any(ctx, "log_softmax", x, axis, true);
+}
+
+void qkv__log_softmax_rows(float *y, const float *x, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) row_forward(y + r * n, x + r * n, n, true);
+}
+
+void qkv__log_softmax_rows_inplace(float *x, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n > PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) row_log_inplace(x + r * n, n);
 }
