@@ -217,6 +217,15 @@ TEST(classifier_learns_single_sentences) {
     if (!train(cfg, &first, &last)) return;
     printf("single sentences: loss %.3f -> %.3f\n", first, last);
     CHECK(first > 0.5 && last < 0.2);
+    /* Adapters mode: only the adapters, the layer norms and the head train, and that is enough here. */
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"type\": \"bert_classifier\", %s, \"adapter_dim\": 8}, \"data\": {\"train\": \"%s\", "
+             "\"max_len\": 16}, \"finetune\": {\"mode\": \"adapters\"}, \"train\": {\"steps\": 300, \"batch_size\": 16, "
+             "\"checkpoint_every\": 0, \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.005}}, \"eval\": {\"every\": 0}, "
+             "\"seed\": 1}", TINY, train_path);
+    if (!train(cfg, &first, &last)) return;
+    printf("single sentences, adapters: loss %.3f -> %.3f\n", first, last);
+    CHECK(first > 0.5 && last < 0.4);
 }
 
 /* Tagging: each word's tag depends on the word and on its left neighbour (the encoder must look around). */
@@ -242,6 +251,22 @@ TEST(tagger_learns) {
     double first, last;
     if (!train(cfg, &first, &last)) return;
     printf("tagging: loss %.3f -> %.3f\n", first, last);
+    /* A pretrained encoder's WordPiece vocabulary: each word one id, "gold" as its vocab.txt line (line 9 -> 8). */
+    write_vocab();
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"type\": \"bert_tagger\", %s}, \"data\": {\"train\": \"%s\", \"max_len\": 16, "
+             "\"tokenizer\": \"wordpiece\", \"vocab_file\": \"%s\"}, \"train\": {\"steps\": 1}}", TINY, train_path,
+             vocab_txt);
+    qkv_run *r = make_run(cfg);
+    CHECK_NN(r);
+    if (!r) return;
+    CHECK(r->task.vocab_size == 13);
+    int64_t idx = 0;
+    qkv_batch b;
+    CHECK_OK(qkv__batch_make(r->ctx, &r->task, &r->train, &idx, 1, &b, NULL));
+    int w0 = (0 * 7 + 0 * 3 + 0 / 5) % 8; /* the first sentence's first word */
+    CHECKF(b.ids && qkv_i32(b.ids)[0] == 5 + w0, "first id %d, want %d", b.ids ? qkv_i32(b.ids)[0] : -1, 5 + w0);
+    qkv_run_free(r);
     CHECK(first > 0.5 && last < 0.15);
 }
 

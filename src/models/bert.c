@@ -69,6 +69,26 @@ qkv_hf_model *qkv__bert_encoder_new(const qkv_bert_config *cfg, qkv_params *para
         qkv_tensor *t = qkv_params_at(params, i);
         if (t->ndim == 2) qkv_rng_fill_normal(rng, t, 0.0f, cfg->initializer_range);
     }
+    if (!enc || cfg->adapter_dim <= 0) return enc;
+    enc->adapter_dim = cfg->adapter_dim;
+    qkv_status st = QKV_OK;
+    for (int i = 0; !st && i < cfg->num_layers; i++) {
+        hf_bert_layer *l = &enc->bert[i];
+        qkv_nn_linear *ls[4] = {&l->adapt_attn_down, &l->adapt_attn_up, &l->adapt_ff_down, &l->adapt_ff_up};
+        const char *where[2] = {"attention.output", "output"};
+        for (int k = 0; !st && k < 4; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "encoder.layer.%d.%s.adapter.%s", i, where[k / 2], k % 2 ? "up" : "down");
+            int64_t in = k % 2 ? cfg->adapter_dim : cfg->hidden_size, out = k % 2 ? cfg->hidden_size : cfg->adapter_dim;
+            st = qkv__hf_add_linear(enc, ls[k], name, in, out, true);
+            /* near the identity: the adapter's output starts as its input */
+            if (!st) qkv_rng_fill_normal(rng, ls[k]->weight, 0.0f, 1e-3f);
+        }
+    }
+    if (st) {
+        qkv_hf_free(enc);
+        return NULL;
+    }
     return enc;
 }
 
@@ -292,6 +312,7 @@ qkv_status qkv_bert_save_hf(const qkv_bert_config *cfg, const qkv_params *params
 typedef struct bert_opts {
     int64_t d_model, n_layers, n_heads, d_ff, max_positions, type_vocab_size;
     double dropout, attn_dropout, layer_norm_eps, init_std;
+    int64_t adapter_dim;
     const char *activation;
     bool nsp;
 } bert_opts;
@@ -311,6 +332,8 @@ static const qkv_field fields[] = {
     QKV_FIELD_NUM(bert_opts, init_std, "init_std", 0.02, 0, 1, QKV_FIELD_LO_OPEN,
                   "initializer_range: weights normal(0, init_std)"),
     QKV_FIELD_CHOICE(bert_opts, activation, "activation", "gelu", "gelu|gelu_tanh|relu", "feed-forward activation"),
+    QKV_FIELD_INT(bert_opts, adapter_dim, "adapter_dim", 0, 0, 1 << 16,
+                  "Houlsby adapter bottleneck in every layer (0 = none; finetune.mode adapters trains them)"),
     QKV_FIELD_BOOL(bert_opts, nsp, "nsp", true,
                    "next-sentence head and loss (false: MLM only, RoBERTa-style; set data.nsp false too)"),
 };
@@ -344,6 +367,7 @@ qkv_status qkv__bert_config_from(const qkv_schema *s, const cJSON *cfg, const qk
     c->layer_norm_eps = (float)o.layer_norm_eps, c->initializer_range = (float)o.init_std;
     c->nsp = s == &qkv__bert_schema && o.nsp;
     c->pad_token_id = info->pad_id >= 0 ? info->pad_id : 0;
+    c->adapter_dim = o.adapter_dim;
     qkv_activation_parse(o.activation, &c->activation);
     return QKV_OK;
 }
