@@ -329,6 +329,18 @@ TEST(init_from_a_bert_run) {
     w = qkv_params_find(r->params, "bert.encoder.layer.1.output.dense.weight");
     CHECKF(w && qkv_f32(w)[5] == want, "encoder weight %g, the bert run's %g", w ? qkv_f32(w)[5] : NAN, want);
     qkv_run_free(r);
+    /* A classifier whose vocabulary is not the bert run's (the word tokenizer's): refused, naming the tensor. */
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": {\"type\": \"bert_classifier\", %s}, \"data\": {\"train\": \"%s/single.tsv\", "
+             "\"max_len\": 16}, \"finetune\": {\"init_from\": \"%s\"}, \"train\": {\"steps\": 1}}",
+             TINY, dir, pre_dir);
+    cJSON *u = qkv_config_parse("test", cfg);
+    qkv_run *bad = u ? qkv_run_new(run_dir(), u, false) : NULL;
+    cJSON_Delete(u);
+    CHECKF(!bad && strstr(qkv_last_error(), "bert.embeddings.word_embeddings.weight") &&
+               strstr(qkv_last_error(), "vocabulary size"), "%s", bad ? "(accepted)" : qkv_last_error());
+    qkv_run_free(bad);
+    run_counter--; /* the log below is the previous run's */
     /* The record in the new run's log: classifier.* new, cls.* unused. */
     char log_path[600];
     snprintf(log_path, sizeof log_path, "%s/run%d/log.jsonl", dir, run_counter - 1);
