@@ -33,6 +33,7 @@ check "qkv attend --model reads it" '[ $rc = 0 ] && [ -s "$T/a.html" ] && grep -
 
 "$QKV" attend --run "$T/run" -o "$T/r.html" "Elinor was sensible." > /dev/null 2>&1; rc=$?
 check "qkv attend --run shows the run's self-attention" '[ $rc = 0 ] && grep -q "self-attention, row of" "$T/r.html"'
+check "qkv attend --run names the special tokens" 'grep -q "\[CLS\]" "$T/r.html" && grep -q "\[SEP\]" "$T/r.html"'
 sed -E 's/"vocab_size":[[:space:]]*500/"vocab_size": 600/' "$T/run/hf/config.json" > "$T/c" && mv "$T/c" "$T/run/hf/config.json"
 "$QKV" attend --model "$T/run/hf" -o "$T/b.html" "Elinor." 2> "$T/err"; rc=$?
 check "config vocab_size disagreeing with the weights is bad input" '[ $rc = 2 ] && grep -q "vocab" "$T/err"'

@@ -352,6 +352,29 @@ TEST(run_config_tasks) {
                    "data.tasks: expected an array, got an object");
 }
 
+/* Presets come from the model files (qkv_model_type.presets): each resolves to a whole config of the type that
+ * offers it, and no name is taken twice or shadows a model type. */
+TEST(presets_belong_to_their_model_types) {
+    int listed = 0;
+    for (int k = 0; k < qkv_model_type_count(); k++) {
+        const qkv_model_type *t = qkv_model_type_at(k);
+        for (const qkv_model_preset *p = t->presets; p && p->name; p++, listed++) {
+            cJSON *c = qkv_config_preset(p->name);
+            CHECKF(c != NULL, "%s: %s", p->name, c ? "" : qkv_last_error());
+            const char *type = c ? qkv_config_str(c, "model.type", "") : "";
+            CHECKF(!strcmp(type, t->name), "preset %s has model.type '%s', offered by '%s'", p->name, type, t->name);
+            cJSON_Delete(c);
+            CHECKF(qkv_model_type_find(p->name) == NULL, "preset %s shadows a model type", p->name);
+            qkv_error_clear();
+        }
+    }
+    CHECK(listed == qkv_config_preset_count() && listed >= 1);
+    for (int i = 0; i < listed; i++)
+        for (int j = i + 1; j < listed; j++)
+            CHECK(strcmp(qkv_config_preset_name(i, NULL), qkv_config_preset_name(j, NULL)));
+    CHECK(qkv_config_preset("no_such_preset") == NULL);
+}
+
 int main(void) {
     RUN(run_config_tasks);
     RUN(lists_of_objects);
@@ -362,5 +385,6 @@ int main(void) {
     RUN(model_types_declare_their_fields);
     RUN(resolve_checks_model_fields);
     RUN(run_settings);
+    RUN(presets_belong_to_their_model_types);
     return test_finish();
 }

@@ -144,6 +144,12 @@ TEST(unsupported_choices) {
     CHECK(qkv__task_prepare(&t, cfg, "classify", dir, true) == QKV_ERR_INVALID);
     CHECK(strstr(qkv_last_error(), "data.vocab_file") != NULL);
     qkv__task_free(&t);
+    /* tagging takes a pretrained encoder's WordPiece vocabulary (each word its first piece): it needs the file */
+    CHECK(qkv__task_prepare(&t, cfg, "tagging", dir, true) == QKV_ERR_INVALID);
+    CHECK(strstr(qkv_last_error(), "data.vocab_file") != NULL);
+    qkv__task_free(&t);
+    cJSON_Delete(cfg);
+    cfg = config("embmean", train, "\"tokenizer\": \"bpe\"");
     CHECK(qkv__task_prepare(&t, cfg, "tagging", dir, true) == QKV_ERR_UNSUPPORTED);
     qkv__task_free(&t);
     cJSON_Delete(cfg);

@@ -36,6 +36,10 @@ typedef struct qkv_bert_config {
     qkv_activation activation; /* gelu (erf) as BERT */
     bool nsp;                  /* the next-sentence head (false: RoBERTa-style MLM only; no cls.seq_relationship) */
     int32_t pad_token_id;
+    /* Houlsby adapters in every layer (0 = none): a bottleneck MLP with a residual on each sub-layer's output,
+     * "bert.encoder.layer.<i>.attention.output.adapter.{down,up}" and "...output.adapter.{down,up}", starting near
+     * the identity; finetune.mode "adapters" trains them with the layer norms and the head. */
+    int64_t adapter_dim;
 } qkv_bert_config;
 
 /* bert-base's shape scaled to the given width: 4 * hidden intermediate, 512 positions, 2 segments, eps 1e-12,

@@ -88,6 +88,15 @@ typedef struct qkv_model_embedding {
 
 struct qkv_schema;
 
+/* A named ready-made run config a model file offers (`qkv config list / show NAME`): the JSON text of the part of
+ * a whole run config ("model" with its "type", "data", "train", "eval", ...) that differs from the defaults; the
+ * config module resolves it like a user's config. Paths are relative to the directory qkv runs in. */
+typedef struct qkv_model_preset {
+    const char *name;    /* NULL ends a list */
+    const char *summary; /* one line for `qkv config list` */
+    const char *json;
+} qkv_model_preset;
+
 /* Size of a model file's buffer for its rendered default_config. */
 #define QKV_MODEL_DEFAULTS_MAX 2048
 
@@ -132,6 +141,8 @@ typedef struct qkv_model_type {
     /* Writes the model as a Hugging Face directory (model.safetensors + config.json in dir, which exists) that
      * qkv_hf_load and transformers read, or NULL when the type has no Hugging Face counterpart (bert). */
     qkv_status (*save_pretrained)(const qkv_model *m, const qkv_params *params, const char *dir);
+    /* Named ready-made run configs for this type, a list ended by a NULL name, or NULL for none. */
+    const qkv_model_preset *presets;
 } qkv_model_type;
 
 /* The registry (src/models/registry.c). NULL (error listing the known types) if unknown. */

@@ -153,6 +153,10 @@ qkv_model *qkv_run_model(qkv_run *r);
 qkv_status qkv_run_export_hf(qkv_run *r, const char *dir);
 qkv_status qkv_run_encode(qkv_run *r, const char *text, int32_t **ids, size_t *n);
 qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text);
+/* The vocabulary entry of one id as written in the run's vocabulary (WordPiece "[CLS]", "##ing"; a word), malloc'd,
+ * or NULL when the run's tokenizer has no such list (characters, bytes) or the id is outside it. Decoding drops
+ * special tokens; a viewer that labels every position needs them. */
+char *qkv_run_token(qkv_run *r, int32_t id);
 /* Seq2seq runs: the target side's decoding (its own vocabulary when separate; BPE targets skip <s> </s> <pad> and
  * show invalid UTF-8 as U+FFFD), its <s> / </s> / <pad> ids, and the longest source the data pipeline produces
  * (sources are cut to it, as in training). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/bert_internal.h"
 #include "models/hf_internal.h"
 #include "qkv/bert.h"
 #include "qkv/model.h"
@@ -58,6 +59,39 @@ static qkv_hf_config hf_config(const qkv_bert_config *c) {
                            .scale_attn_weights = true, .tie_word_embeddings = true};
 }
 
+qkv_hf_model *qkv__bert_encoder_new(const qkv_bert_config *cfg, qkv_params *params, qkv_rng *rng) {
+    if (check_config(cfg)) return NULL;
+    int first = qkv_params_count(params);
+    qkv_hf_config hc = hf_config(cfg);
+    qkv_hf_model *enc = qkv__hf_model_in(&hc, params, "bert.");
+    /* HF's _init_weights: every matrix normal(0, initializer_range), in the order the parameters were added. */
+    for (int i = first; enc && i < qkv_params_count(params); i++) {
+        qkv_tensor *t = qkv_params_at(params, i);
+        if (t->ndim == 2) qkv_rng_fill_normal(rng, t, 0.0f, cfg->initializer_range);
+    }
+    if (!enc || cfg->adapter_dim <= 0) return enc;
+    enc->adapter_dim = cfg->adapter_dim;
+    qkv_status st = QKV_OK;
+    for (int i = 0; !st && i < cfg->num_layers; i++) {
+        hf_bert_layer *l = &enc->bert[i];
+        qkv_nn_linear *ls[4] = {&l->adapt_attn_down, &l->adapt_attn_up, &l->adapt_ff_down, &l->adapt_ff_up};
+        const char *where[2] = {"attention.output", "output"};
+        for (int k = 0; !st && k < 4; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "encoder.layer.%d.%s.adapter.%s", i, where[k / 2], k % 2 ? "up" : "down");
+            int64_t in = k % 2 ? cfg->adapter_dim : cfg->hidden_size, out = k % 2 ? cfg->hidden_size : cfg->adapter_dim;
+            st = qkv__hf_add_linear(enc, ls[k], name, in, out, true);
+            /* near the identity: the adapter's output starts as its input */
+            if (!st) qkv_rng_fill_normal(rng, ls[k]->weight, 0.0f, 1e-3f);
+        }
+    }
+    if (st) {
+        qkv_hf_free(enc);
+        return NULL;
+    }
+    return enc;
+}
+
 qkv_bert *qkv_bert_new(const qkv_bert_config *cfg, qkv_params *params, qkv_rng *rng) {
     if (!cfg || !params || !rng) {
         qkv_error_set(QKV_ERR_INVALID, "bert: config, params or rng is NULL");
@@ -70,10 +104,10 @@ qkv_bert *qkv_bert_new(const qkv_bert_config *cfg, qkv_params *params, qkv_rng *
         return NULL;
     }
     m->cfg = *cfg;
-    int first = qkv_params_count(params);
     qkv_hf_config hc = hf_config(cfg);
     int64_t E = cfg->hidden_size;
-    qkv_status st = (m->enc = qkv__hf_model_in(&hc, params, "bert.")) ? QKV_OK : qkv_last_status();
+    qkv_status st = (m->enc = qkv__bert_encoder_new(cfg, params, rng)) ? QKV_OK : qkv_last_status();
+    int first = qkv_params_count(params);
     /* The heads through the same helpers, with no prefix of their own: HF's names start at "cls.". */
     qkv_hf_model heads = {.cfg = hc, .params = params};
     if (!st) st = qkv__hf_add_linear(&heads, &m->transform, "cls.predictions.transform.dense", E, E, true);
@@ -85,7 +119,6 @@ qkv_bert *qkv_bert_new(const qkv_bert_config *cfg, qkv_params *params, qkv_rng *
         qkv_bert_free(m);
         return NULL;
     }
-    /* HF's _init_weights: every matrix normal(0, initializer_range), in the order the parameters were added. */
     for (int i = first; i < qkv_params_count(params); i++) {
         qkv_tensor *t = qkv_params_at(params, i);
         if (t->ndim == 2) qkv_rng_fill_normal(rng, t, 0.0f, cfg->initializer_range);
@@ -108,9 +141,8 @@ static qkv_status check_bt(const char *what, const qkv_tensor *t, const qkv_tens
     return QKV_OK;
 }
 
-qkv_status qkv_bert_forward(qkv_ctx *ctx, const qkv_bert *m, const qkv_bert_inputs *in, bool output_attentions,
-                            qkv_bert_outputs *out) {
-    if (!ctx || !m || !in || !in->ids || !out) return qkv_error_set(QKV_ERR_INVALID, "bert forward: NULL argument");
+qkv_status qkv__bert_encode(qkv_ctx *ctx, const qkv_hf_model *enc, const qkv_bert_config *c,
+                            const qkv_bert_inputs *in, bool output_attentions, qkv_hf_outputs *out) {
     memset(out, 0, sizeof *out);
     const qkv_tensor *ids = in->ids;
     if (ids->dtype != QKV_I32 || ids->ndim != 2 || !qkv_is_contiguous(ids))
@@ -119,7 +151,7 @@ qkv_status qkv_bert_forward(qkv_ctx *ctx, const qkv_bert *m, const qkv_bert_inpu
     if ((st = check_bt("type_ids", in->type_ids, ids)) || (st = check_bt("mask", in->mask, ids)) ||
         (st = check_bt("mlm_labels", in->mlm_labels, ids)))
         return st;
-    int64_t B = ids->shape[0], T = ids->shape[1], E = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    int64_t B = ids->shape[0], T = ids->shape[1], V = c->vocab_size;
     const int32_t *idv = qkv_i32(ids);
     for (int64_t i = 0; i < B * T; i++)
         if (idv[i] < 0 || idv[i] >= V)
@@ -128,22 +160,40 @@ qkv_status qkv_bert_forward(qkv_ctx *ctx, const qkv_bert *m, const qkv_bert_inpu
     if (in->type_ids) {
         const int32_t *tv = qkv_i32(in->type_ids);
         for (int64_t i = 0; i < B * T; i++)
-            if (tv[i] < 0 || tv[i] >= m->cfg.type_vocab_size)
+            if (tv[i] < 0 || tv[i] >= c->type_vocab_size)
                 return qkv_error_set(QKV_ERR_RANGE, "bert forward: segment id %d outside [0, %lld)", (int)tv[i],
-                                     (long long)m->cfg.type_vocab_size);
+                                     (long long)c->type_vocab_size);
     }
     hf_batch hb = {.B = B, .T = T, .ids = (qkv_tensor *)ids, .type_ids = in->type_ids,
-                   .hidden_dropout = m->cfg.hidden_dropout, .attn_dropout = m->cfg.attn_dropout};
+                   .hidden_dropout = c->hidden_dropout, .attn_dropout = c->attn_dropout};
     if (in->mask) {
         if (!(hb.key_padding = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B, T)))) return qkv_last_status();
         int32_t *kp = qkv_i32(hb.key_padding);
         for (int64_t i = 0; i < B * T; i++)
             kp[i] = in->mask->dtype == QKV_I32 ? qkv_i32(in->mask)[i] == 0 : qkv_f32(in->mask)[i] == 0.0f;
     }
+    out->n_layers = (int)c->num_layers;
+    return qkv__hf_bert_forward(ctx, enc, &hb, output_attentions, out);
+}
+
+void qkv__bert_maps(const qkv_hf_outputs *o, qkv_attention_maps *maps) {
+    maps->n_layers = o->n_layers;
+    for (int i = 0; i < o->n_layers && i < QKV_ATTENTION_MAPS_MAX; i++) {
+        maps->kind[i] = "self";
+        maps->weights[i] = o->attentions[i];
+        snprintf(maps->name[i], sizeof maps->name[i], "layer %d", i);
+    }
+}
+
+qkv_status qkv_bert_forward(qkv_ctx *ctx, const qkv_bert *m, const qkv_bert_inputs *in, bool output_attentions,
+                            qkv_bert_outputs *out) {
+    if (!ctx || !m || !in || !in->ids || !out) return qkv_error_set(QKV_ERR_INVALID, "bert forward: NULL argument");
+    memset(out, 0, sizeof *out);
+    const qkv_tensor *ids = in->ids;
     qkv_hf_outputs ho;
-    memset(&ho, 0, sizeof ho);
-    ho.n_layers = (int)m->cfg.num_layers;
-    if ((st = qkv__hf_bert_forward(ctx, m->enc, &hb, output_attentions, &ho))) return st;
+    qkv_status st = qkv__bert_encode(ctx, m->enc, &m->cfg, in, output_attentions, &ho);
+    if (st) return st;
+    int64_t B = ids->shape[0], T = ids->shape[1], E = m->cfg.hidden_size, V = m->cfg.vocab_size;
     out->hidden = ho.last_hidden_state;
     out->n_layers = ho.n_layers;
     for (int i = 0; i < ho.n_layers && i < 64; i++) out->attentions[i] = ho.attentions[i];
@@ -262,6 +312,7 @@ qkv_status qkv_bert_save_hf(const qkv_bert_config *cfg, const qkv_params *params
 typedef struct bert_opts {
     int64_t d_model, n_layers, n_heads, d_ff, max_positions, type_vocab_size;
     double dropout, attn_dropout, layer_norm_eps, init_std;
+    int64_t adapter_dim;
     const char *activation;
     bool nsp;
 } bert_opts;
@@ -281,6 +332,8 @@ static const qkv_field fields[] = {
     QKV_FIELD_NUM(bert_opts, init_std, "init_std", 0.02, 0, 1, QKV_FIELD_LO_OPEN,
                   "initializer_range: weights normal(0, init_std)"),
     QKV_FIELD_CHOICE(bert_opts, activation, "activation", "gelu", "gelu|gelu_tanh|relu", "feed-forward activation"),
+    QKV_FIELD_INT(bert_opts, adapter_dim, "adapter_dim", 0, 0, 1 << 16,
+                  "Houlsby adapter bottleneck in every layer (0 = none; finetune.mode adapters trains them)"),
     QKV_FIELD_BOOL(bert_opts, nsp, "nsp", true,
                    "next-sentence head and loss (false: MLM only, RoBERTa-style; set data.nsp false too)"),
 };
@@ -293,8 +346,31 @@ static qkv_status check_opts(const void *p) {
     return QKV_OK;
 }
 
-static const qkv_schema schema = QKV_SCHEMA("model", bert_opts, fields, check_opts);
+const qkv_schema qkv__bert_schema = QKV_SCHEMA("model", bert_opts, fields, check_opts);
+/* The same fields but the last ("nsp"): a fine-tuning head has no pretraining heads to choose. */
+const qkv_schema qkv__bert_encoder_schema = {"model", fields, (int)(sizeof fields / sizeof fields[0]) - 1,
+                                             sizeof(bert_opts), check_opts};
 static char defaults_json[QKV_MODEL_DEFAULTS_MAX];
+
+qkv_status qkv__bert_config_from(const qkv_schema *s, const cJSON *cfg, const qkv_task_info *info,
+                                 qkv_bert_config *c) {
+    bert_opts o;
+    memset(&o, 0, sizeof o);
+    qkv_status st = qkv_model_config(s, cfg, &o);
+    if (st) return st;
+    if (info->max_len > o.max_positions)
+        return qkv_error_set(QKV_ERR_INVALID, "model.max_positions %lld is shorter than the data's sequences (%lld "
+                             "tokens)", (long long)o.max_positions, (long long)info->max_len);
+    *c = qkv_bert_config_default(info->vocab_size, o.d_model, o.n_layers, o.n_heads);
+    c->intermediate_size = o.d_ff, c->max_positions = o.max_positions, c->type_vocab_size = o.type_vocab_size;
+    c->hidden_dropout = (float)o.dropout, c->attn_dropout = (float)o.attn_dropout;
+    c->layer_norm_eps = (float)o.layer_norm_eps, c->initializer_range = (float)o.init_std;
+    c->nsp = s == &qkv__bert_schema && o.nsp;
+    c->pad_token_id = info->pad_id >= 0 ? info->pad_id : 0;
+    c->adapter_dim = o.adapter_dim;
+    qkv_activation_parse(o.activation, &c->activation);
+    return QKV_OK;
+}
 
 struct qkv_model {
     qkv_bert *bert;
@@ -305,19 +381,8 @@ static qkv_model *bert_create(const cJSON *cfg, const qkv_task_info *info, qkv_p
         qkv_error_set(QKV_ERR_INVALID, "bert: task info, params or rng is NULL");
         return NULL;
     }
-    bert_opts o;
-    if (qkv_model_config(&schema, cfg, &o)) return NULL;
-    if (info->max_len > o.max_positions) {
-        qkv_error_set(QKV_ERR_INVALID, "model.max_positions %lld is shorter than the data's sequences (%lld tokens)",
-                      (long long)o.max_positions, (long long)info->max_len);
-        return NULL;
-    }
-    qkv_bert_config c = qkv_bert_config_default(info->vocab_size, o.d_model, o.n_layers, o.n_heads);
-    c.intermediate_size = o.d_ff, c.max_positions = o.max_positions, c.type_vocab_size = o.type_vocab_size;
-    c.hidden_dropout = (float)o.dropout, c.attn_dropout = (float)o.attn_dropout;
-    c.layer_norm_eps = (float)o.layer_norm_eps, c.initializer_range = (float)o.init_std, c.nsp = o.nsp;
-    c.pad_token_id = info->pad_id >= 0 ? info->pad_id : 0;
-    qkv_activation_parse(o.activation, &c.activation);
+    qkv_bert_config c;
+    if (qkv__bert_config_from(&qkv__bert_schema, cfg, info, &c)) return NULL;
     qkv_model *m = calloc(1, sizeof *m);
     if (!m) {
         qkv_error_set(QKV_ERR_NOMEM, "bert: out of memory");
@@ -361,21 +426,46 @@ static qkv_tensor *bert_fwd(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_
     qkv_bert_outputs o;
     if (qkv_bert_forward(ctx, m->bert, &in, maps != NULL, &o)) return NULL;
     if (maps) {
-        maps->n_layers = o.n_layers;
-        for (int i = 0; i < o.n_layers; i++) {
-            maps->kind[i] = "self";
-            maps->weights[i] = o.attentions[i];
-            snprintf(maps->name[i], sizeof maps->name[i], "layer %d", i);
-        }
+        qkv_hf_outputs ho = {.n_layers = o.n_layers};
+        for (int i = 0; i < o.n_layers; i++) ho.attentions[i] = o.attentions[i];
+        qkv__bert_maps(&ho, maps);
     }
     return b->targets ? o.mlm_logits : o.nsp_logits ? o.nsp_logits : o.hidden;
 }
 
-static void bert_info(const qkv_model *m, qkv_model_info *out) { out->max_positions = m->bert->cfg.max_positions; }
+/* The last hidden state alone (no MLM or NSP head): the input of a task's own head (the qa task's qa_outputs). */
+static qkv_tensor *bert_features(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
+    if (!b || !b->ids) {
+        qkv_error_set(QKV_ERR_INVALID, "bert: batch has no ids");
+        return NULL;
+    }
+    qkv_bert_inputs in = inputs_of(b, false);
+    qkv_hf_outputs ho;
+    return qkv__bert_encode(ctx, m->bert->enc, &m->bert->cfg, &in, false, &ho) ? NULL : ho.last_hidden_state;
+}
+
+static void bert_info(const qkv_model *m, qkv_model_info *out) {
+    out->max_positions = m->bert->cfg.max_positions;
+    out->features_dim = m->bert->cfg.hidden_size;
+}
 
 static qkv_status bert_save_pretrained(const qkv_model *m, const qkv_params *params, const char *dir) {
     return qkv_bert_save_hf(&m->bert->cfg, params, dir);
 }
+
+/* Paths are relative to the directory qkv runs in (the checkout beside ../shared, as every doc's commands assume). */
+static const qkv_model_preset bert_presets[] = {
+    {"bert_small", "BERT pretraining on the English text of ../shared/data: d 256, 4 layers, 4 heads, seq 128, 60 min",
+     "{\"model\": {\"type\": \"bert\", \"d_model\": 256, \"n_layers\": 4, \"n_heads\": 4, \"d_ff\": 1024,"
+     " \"max_positions\": 128},"
+     " \"data\": {\"train\": \"../shared/data\", \"max_len\": 128, \"wordpiece_vocab_size\": 16000,"
+     " \"heldout\": 0.01, \"mask_prob\": 0.15, \"max_predictions\": 20, \"nsp\": true, \"masking\": \"epoch\"},"
+     " \"train\": {\"steps\": 1000000, \"max_seconds\": 3600, \"batch_size\": 32,"
+     " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.0005, \"weight_decay\": 0.01, \"beta2\": 0.98, \"eps\": 1e-6},"
+     " \"schedule\": {\"spec\": \"constant * linear_warmup\", \"warmup_steps\": 1000}, \"clip_norm\": 1.0,"
+     " \"log_every\": 50, \"checkpoint_every\": 1000},"
+     " \"eval\": {\"every\": 1000, \"batch_size\": 64, \"max_batches\": 30}, \"seed\": 1}"},
+    {NULL, NULL, NULL}};
 
 static const qkv_model_embedding bert_embeddings[] = {
     {"bert.embeddings.word_embeddings.weight", "input", NULL}, {NULL, NULL, NULL}};
@@ -384,7 +474,7 @@ const qkv_model_type qkv_model_bert = {
     .name = "bert",
     .task = "pretrain",
     .summary = "BERT pretraining (masked LM + next sentence), Hugging Face BertForPreTraining names",
-    .config = &schema,
+    .config = &qkv__bert_schema,
     .default_config = defaults_json,
     .data_defaults = NULL,
     .create = bert_create,
@@ -392,6 +482,8 @@ const qkv_model_type qkv_model_bert = {
     .loss = bert_loss,
     .forward = bert_fwd,
     .embeddings = bert_embeddings,
+    .features = bert_features,
     .info = bert_info,
     .save_pretrained = bert_save_pretrained,
+    .presets = bert_presets,
 };

@@ -60,6 +60,14 @@ static qkv_tensor *position_ids(qkv_ctx *ctx, const qkv_hf_model *m, const hf_ba
     return pos;
 }
 
+/* h + up(act(down(h))) on a sub-layer's output when the model has adapters. */
+static qkv_tensor *adapt(qkv_ctx *ctx, const qkv_hf_model *m, const qkv_nn_linear *down, const qkv_nn_linear *up,
+                         qkv_tensor *h) {
+    if (m->adapter_dim <= 0 || !h) return h;
+    qkv_tensor *z = qkv_nn_activate(ctx, m->cfg.activation, qkv_nn_linear_forward(ctx, down, h));
+    return qkv_add(ctx, h, qkv_nn_linear_forward(ctx, up, z));
+}
+
 /* Dropout only when asked for: a call with p = 0 records nothing (the inference path is unchanged). */
 static qkv_tensor *drop(qkv_ctx *ctx, qkv_tensor *x, float p) { return p > 0.0f ? qkv_dropout(ctx, x, p) : x; }
 
@@ -80,10 +88,11 @@ qkv_status qkv__hf_bert_forward(qkv_ctx *ctx, const qkv_hf_model *m, const hf_ba
                                           qkv_nn_linear_forward(ctx, &l->key, x),
                                      qkv_nn_linear_forward(ctx, &l->value, x), false,
                                      output_attentions ? &out->attentions[i] : NULL);
-        x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln,
-                                      qkv_add(ctx, drop(ctx, qkv_nn_linear_forward(ctx, &l->attn_out, a), p), x));
+        a = adapt(ctx, m, &l->adapt_attn_down, &l->adapt_attn_up, qkv_nn_linear_forward(ctx, &l->attn_out, a));
+        x = qkv_nn_layer_norm_forward(ctx, &l->attn_ln, qkv_add(ctx, drop(ctx, a, p), x));
         qkv_tensor *h = qkv_nn_activate(ctx, m->cfg.activation, qkv_nn_linear_forward(ctx, &l->intermediate, x));
-        x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, drop(ctx, qkv_nn_linear_forward(ctx, &l->out, h), p), x));
+        h = adapt(ctx, m, &l->adapt_ff_down, &l->adapt_ff_up, qkv_nn_linear_forward(ctx, &l->out, h));
+        x = qkv_nn_layer_norm_forward(ctx, &l->out_ln, qkv_add(ctx, drop(ctx, h, p), x));
     }
     if (!x) return qkv_last_status();
     out->last_hidden_state = x;

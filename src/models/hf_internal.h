@@ -15,6 +15,9 @@ QKV_INTERNAL_BEGIN
 typedef struct hf_bert_layer {
     qkv_nn_linear query, key, value, attn_out, intermediate, out;
     qkv_nn_layer_norm attn_ln, out_ln;
+    /* The bert model types' Houlsby adapters (qkv_hf_model.adapter_dim > 0) on the attention and feed-forward
+     * outputs: "attention.output.adapter.{down,up}", "output.adapter.{down,up}". */
+    qkv_nn_linear adapt_attn_down, adapt_attn_up, adapt_ff_down, adapt_ff_up;
 } hf_bert_layer;
 
 /* GPT-2 block, HF names under "h.<i>.": ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj. The Conv1D
@@ -32,6 +35,7 @@ struct qkv_hf_model {
     char name_prefix[16];
     bool params_borrowed;
     bool has_pooler;
+    int64_t adapter_dim; /* BERT: adapters in every layer when > 0 (the bert model types; a loaded model has none) */
     /* BERT: word / position / token type embeddings + LayerNorm; GPT-2: wte (word) and wpe (position). */
     qkv_nn_embedding word, position, token_type;
     qkv_nn_layer_norm emb_ln;

@@ -23,6 +23,8 @@ extern const qkv_model_type qkv_model_rnn_classifier;
 extern const qkv_model_type qkv_model_reformer_lm;
 extern const qkv_model_type qkv_model_t5;
 extern const qkv_model_type qkv_model_bert;
+extern const qkv_model_type qkv_model_bert_classifier;
+extern const qkv_model_type qkv_model_bert_tagger;
 
 static const qkv_model_type *const types[] = {
     NULL, /* keeps the array non-empty; NULL entries are skipped */
@@ -39,6 +41,8 @@ static const qkv_model_type *const types[] = {
     &qkv_model_reformer_lm,
     &qkv_model_t5,
     &qkv_model_bert,
+    &qkv_model_bert_classifier,
+    &qkv_model_bert_tagger,
 };
 
 /* Each type's default_config text, rendered once from its schema into the buffer its file provides (the member

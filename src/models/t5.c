@@ -482,8 +482,42 @@ static void t5_info(const qkv_model *model, qkv_model_info *out) {
 
 static const qkv_model_embedding embeddings[] = {{"shared.weight", "input", NULL}, {NULL, NULL, NULL}};
 
+/* Paths are relative to the directory qkv runs in (the checkout beside ../shared, as every doc's commands assume). */
+static const qkv_model_preset t5_presets[] = {
+    {"t5_small", "T5 span-corruption pretraining on the English text of ../shared/data: d 128, 2+2 layers, 60 min",
+     "{\"model\": {\"type\": \"t5\", \"d_model\": 128, \"n_heads\": 4, \"d_ff\": 512, \"n_enc_layers\": 2,"
+     " \"n_dec_layers\": 2, \"dropout\": 0.1},"
+     " \"data\": {\"task\": \"span_corruption\", \"train\": \"../shared/data\", \"dev\": \"../shared/data/lm/dev.txt\","
+     " \"max_len\": 128, \"max_vocab\": 16000, \"noise_density\": 0.15, \"mean_span\": 3, \"sentinels\": 100},"
+     " \"train\": {\"steps\": 1000000, \"max_seconds\": 3600, \"batch_size\": 32,"
+     " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.001, \"weight_decay\": 0.01},"
+     " \"schedule\": {\"spec\": \"constant * linear_warmup\", \"warmup_steps\": 500}, \"clip_norm\": 1.0,"
+     " \"log_every\": 50, \"checkpoint_every\": 1000},"
+     " \"eval\": {\"every\": 1000, \"batch_size\": 64, \"max_batches\": 20}, \"seed\": 1}"},
+    {"t5_tasks", "multi-task fine-tuning of runs/t5_small (init_from) on four tasks of ../shared/data, 30 min",
+     "{\"model\": {\"type\": \"t5\", \"d_model\": 128, \"n_heads\": 4, \"d_ff\": 512, \"n_enc_layers\": 2,"
+     " \"n_dec_layers\": 2, \"dropout\": 0.1},"
+     " \"data\": {\"max_len\": 128, \"tokenizer_from\": \"runs/t5_small\", \"keep_sentinels\": true,"
+     " \"tasks\": ["
+     "{\"name\": \"translate\", \"prefix\": \"translate English to Spanish:\", \"train\": \"../shared/data/translation/train.tsv\","
+     " \"dev\": \"../shared/data/translation/dev.tsv\", \"test\": \"../shared/data/translation/test.tsv\"},"
+     "{\"name\": \"summarize\", \"train\": \"../shared/data/summarization/train.tsv\","
+     " \"dev\": \"../shared/data/summarization/dev.tsv\", \"test\": \"../shared/data/summarization/test.tsv\", \"metric\": \"rouge\"},"
+     "{\"name\": \"sentiment\", \"train\": \"../shared/data/sentiment/train.tsv\", \"dev\": \"../shared/data/sentiment/dev.tsv\","
+     " \"test\": \"../shared/data/sentiment/test.tsv\", \"format\": \"label\", \"labels\": \"negative,positive\"},"
+     "{\"name\": \"paraphrase\", \"train\": \"../shared/data/paraphrase/train.tsv\", \"dev\": \"../shared/data/paraphrase/dev.tsv\","
+     " \"test\": \"../shared/data/paraphrase/test.tsv\", \"format\": \"pair_label\", \"labels\": \"no,yes\"}],"
+     " \"mixing\": \"proportional\", \"mixing_cap\": 5000},"
+     " \"train\": {\"steps\": 1000000, \"max_seconds\": 1800, \"batch_size\": 32,"
+     " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.0005, \"weight_decay\": 0.01}, \"clip_norm\": 1.0,"
+     " \"log_every\": 50, \"checkpoint_every\": 1000},"
+     " \"eval\": {\"every\": 1000, \"batch_size\": 64, \"max_batches\": 20},"
+     " \"finetune\": {\"init_from\": \"runs/t5_small\"}, \"seed\": 1}"},
+    {NULL, NULL, NULL}};
+
 const qkv_model_type qkv_model_t5 = {
     .name = "t5",
+    .presets = t5_presets,
     .task = "seq2seq",
     .summary = "T5 text-to-text encoder-decoder (relative position bias, RMS norm, tied embedding, no biases)",
     .config = &t5_schema,

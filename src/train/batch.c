@@ -112,6 +112,9 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
     if (t->kind == TASK_CLASSIFY) {
         b->labels = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B));
         if (!b->labels) return qkv_last_status();
+        bool pairs = false;
+        for (int64_t i = 0; i < B; i++) pairs |= s->ex[idx[i]].seg > 0;
+        if (pairs && !(b->type_ids = qkv_ctx_zeros(ctx, QKV_I32, QKV_DIMS(B, T)))) return qkv_last_status();
     } else {
         b->targets = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B, T));
         if (!b->targets) return qkv_last_status();
@@ -135,6 +138,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
             for (int64_t j = 0; j < e->n; j++) {
                 ids[i * T + j] = x[j];
                 mask[i * T + j] = 1.0f;
+                if (b->type_ids) qkv_i32(b->type_ids)[i * T + j] = e->seg > 0 && j >= e->seg;
             }
             qkv_i32(b->labels)[i] = e->label;
             real += e->n;

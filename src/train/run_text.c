@@ -18,6 +18,21 @@ qkv_status qkv_run_decode(qkv_run *r, const int32_t *ids, size_t n, char **text)
     return decode_with(&r->task, false, ids, n, text);
 }
 
+char *qkv_run_token(qkv_run *r, int32_t id) {
+    if (!r) return NULL;
+    const task *t = &r->task;
+    if (t->wp) {
+        const char *s = id >= 0 && (int64_t)id < t->vocab_size ? qkv_wordpiece_token(t->wp, id) : NULL;
+        return s ? strdup(s) : NULL;
+    }
+    if (t->vocab && t->tok == TOK_WORD && id >= 0 && (size_t)id < qkv_vocab_size(t->vocab)) {
+        size_t len = 0;
+        const char *s = qkv_vocab_token(t->vocab, id, &len);
+        return s ? strndup(s, len) : NULL;
+    }
+    return NULL;
+}
+
 qkv_status qkv_run_decode_target(qkv_run *r, const int32_t *ids, size_t n, char **text) {
     return qkv__task_decode_target(&r->task, ids, n, text);
 }

@@ -121,12 +121,21 @@ qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t *
 
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
 
+/* Classify rows with WordPiece may hold a sentence pair: label<TAB>first<TAB>second. */
 static qkv_dataset *read_rows(const task *t, const char *path) {
     if (t->span) return qkv__docs_dataset(path); /* documents: a file's lines, or a corpus directory's documents */
-    bool lines = t->kind == TASK_LM || t->span;
+    bool lines = t->kind == TASK_LM || t->span, pairs_ok = t->kind == TASK_CLASSIFY && t->tok == TOK_WORDPIECE;
     qkv_data_opts o = {.format = lines ? QKV_DATA_LINES : QKV_DATA_TSV,
-                       .n_fields = lines ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
-    return qkv_data_read_all(path, &o);
+                       .n_fields = lines || pairs_ok ? 0 : t->kind == TASK_PAIRS ? 3 : 2};
+    qkv_dataset *d = qkv_data_read_all(path, &o);
+    for (size_t i = 0; d && pairs_ok && i < d->n_rows; i++)
+        if (d->rows[i].n_fields != 2 && d->rows[i].n_fields != 3) {
+            qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: expected 2 tab-separated fields (label, text) or 3 (label, first "
+                          "text, second text), got %d", path, (long long)d->rows[i].line, d->rows[i].n_fields);
+            qkv_dataset_free(d);
+            return NULL;
+        }
+    return d;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -586,7 +595,17 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
             return qkv_error_set(QKV_ERR_FORMAT, "%s:%lld: label '%s' is not one of the training labels", path,
                                  (long long)row->line, row->fields[0]);
     }
-    st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
+    if (t->kind == TASK_CLASSIFY && row->n_fields == 3) { /* [CLS] first [SEP] second [SEP], segment ids 0 / 1 */
+        qkv_encoding enc = {0};
+        st = qkv_wordpiece_encode(t->wp, row->fields[1], row->lens[1], row->fields[2], row->lens[2], true, &enc);
+        for (size_t j = 0; st == QKV_OK && j < enc.n && !e->seg; j++)
+            if (enc.type_ids[j] == 1) e->seg = (int64_t)j;
+        ids = enc.ids, n = enc.n;
+        enc.ids = NULL;
+        qkv_encoding_free(&enc);
+    } else {
+        st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
+    }
     if (st != QKV_OK) {
         free(ids);
         return qkv_error_set(st, "%s:%lld: %s", path, (long long)row->line, qkv_last_error());

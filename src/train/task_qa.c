@@ -314,17 +314,21 @@ qkv_status qkv__qa_batch_make(qkv_ctx *ctx, const task *t, const split *s, const
     b->mask = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(B, T));
     b->allowed = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(B, T));
     b->spans = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B, 2));
-    if (!b->ids || !b->mask || !b->allowed || !b->spans) return qkv_last_status();
-    int32_t *ids = qkv_i32(b->ids), *sp = qkv_i32(b->spans);
+    b->type_ids = qkv_ctx_zeros(ctx, QKV_I32, QKV_DIMS(B, T));
+    if (!b->ids || !b->mask || !b->allowed || !b->spans || !b->type_ids) return qkv_last_status();
+    int32_t *ids = qkv_i32(b->ids), *sp = qkv_i32(b->spans), *ty = qkv_i32(b->type_ids);
     float *mask = qkv_f32(b->mask), *allowed = qkv_f32(b->allowed);
     for (int64_t i = 0; i < B * T; i++) ids[i] = t->pad;
     for (int64_t i = 0; i < B; i++) {
         const example *e = &s->ex[idx[i]];
         const int64_t *span = s->qa->tok_span[idx[i]];
+        bool second = false; /* segment 1 after the question's [SEP], as BERT's token_type_ids */
         for (int64_t j = 0; j < e->n; j++) {
             ids[i * T + j] = s->pool[e->off + j];
             mask[i * T + j] = 1;
             allowed[i * T + j] = span[2 * j] >= 0;
+            ty[i * T + j] = second;
+            if (ids[i * T + j] == t->sep) second = true;
         }
         sp[2 * i] = s->qa->gold[idx[i]][0];
         sp[2 * i + 1] = s->qa->gold[idx[i]][1];

@@ -279,9 +279,12 @@ qkv_status qkv__tagging_prepare(task *t, const qkv_run_settings *rs, const char 
     t->wopts.lowercase = rs->data.lowercase;
     t->max_len = rs->data.max_len;
     t->cls = -1;
-    if (strcmp(rs->data.tokenizer, "auto") && strcmp(rs->data.tokenizer, "word"))
+    bool wordpiece = !strcmp(rs->data.tokenizer, "wordpiece");
+    if (strcmp(rs->data.tokenizer, "auto") && strcmp(rs->data.tokenizer, "word") && !wordpiece)
         return qkv_error_set(QKV_ERR_UNSUPPORTED, "data.tokenizer: tagging data is already split into words (auto "
-                             "or word)");
+                             "or word; wordpiece: each word as its first WordPiece of data.vocab_file)");
+    if (wordpiece && !*rs->data.vocab_file)
+        return qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the wordpiece tokenizer needs a vocab.txt");
     char *vocab_path = path_in(dir, "vocab.txt"), *label_path = path_in(dir, "labels.txt");
     qkv_status st = vocab_path && label_path ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && fresh) {
@@ -308,6 +311,20 @@ qkv_status qkv__tagging_prepare(task *t, const qkv_run_settings *rs, const char 
         t->unk = qkv_vocab_id(t->vocab, "<unk>", 5);
         if (t->pad < 0) t->pad = 0;
     }
+    /* A pretrained encoder's vocabulary: one id a word (its first piece) keeps tags and tokens aligned. The word
+     * vocabulary above still names the words the training data knows. */
+    if (st == QKV_OK && wordpiece) {
+        qkv_wordpiece_opts o = qkv_wordpiece_default_opts();
+        o.lowercase = rs->data.lowercase;
+        if (!(t->wp = qkv_wordpiece_load(rs->data.vocab_file, &o))) st = qkv_last_status();
+        if (st == QKV_OK) {
+            t->tok = TOK_WORDPIECE;
+            t->vocab_size = (int64_t)qkv_wordpiece_vocab_size(t->wp);
+            t->pad = qkv_wordpiece_id(t->wp, "[PAD]");
+            t->unk = qkv_wordpiece_id(t->wp, "[UNK]");
+            if (t->pad < 0) t->pad = 0;
+        }
+    }
     free(vocab_path);
     free(label_path);
     return st;
@@ -316,7 +333,14 @@ qkv_status qkv__tagging_prepare(task *t, const qkv_run_settings *rs, const char 
 /* ---- encoding ---------------------------------------------------------------------------------------------------- */
 
 qkv_status qkv__tagging_encode(const task *t, char *const *toks, size_t n, int32_t *ids) {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; t->wp && i < n; i++) {
+        qkv_encoding e = {0};
+        qkv_status st = qkv_wordpiece_encode(t->wp, toks[i], strlen(toks[i]), NULL, 0, false, &e);
+        ids[i] = st == QKV_OK && e.n ? e.ids[0] : t->unk;
+        qkv_encoding_free(&e);
+        if (st) return st;
+    }
+    for (size_t i = 0; !t->wp && i < n; i++) {
         char *w = vocab_form(t, toks[i]);
         if (!w) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         int32_t id = qkv_vocab_id(t->vocab, w, strlen(w));

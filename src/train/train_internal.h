@@ -34,6 +34,7 @@ typedef struct example {
     int64_t off, n, toff, tn;
     int32_t label;
     int64_t prompt;
+    int64_t seg; /* classify sentence pair: position of the second text's first token (0: one text) */
 } example;
 
 typedef struct split {

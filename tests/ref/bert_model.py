@@ -63,12 +63,17 @@ class Bert(nn.Module):
                 out[f"{name}.{pn}"] = p
         return out
 
-    def forward(self, ids, types, mask, labels, nsp_labels, gather=False):
+    def encode(self, ids, types, mask):
+        """The last hidden state [B, T, E] (BertModel's sequence output)."""
         pos = torch.arange(ids.shape[1])[None, :]
         x = self.drop(self.emb_ln(self.word(ids) + self.pos(pos) + self.typ(types)))
         add_mask = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         for l in self.layers:
             x = l(x, add_mask)
+        return x
+
+    def forward(self, ids, types, mask, labels, nsp_labels, gather=False):
+        x = self.encode(ids, types, mask)
         pooled = torch.tanh(self.pooler(x[:, 0]))
         h = x.reshape(-1, x.shape[-1])
         lab = labels.reshape(-1)

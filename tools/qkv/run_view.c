@@ -116,9 +116,10 @@ int run_view_check_attention(qkv_run *r) {
 char *run_view_token(qkv_run *r, int32_t id, bool target) {
     char *s = NULL, buf[32];
     qkv_status st = target ? qkv_run_decode_target(r, &id, 1, &s) : qkv_run_decode(r, &id, 1, &s);
-    if (st || !s || !*s) {
+    if (st || !s || !*s) { /* decoding drops special tokens ([CLS], [SEP], <pad>): show their vocabulary entry */
         free(s);
         qkv_error_clear();
+        if (!target && (s = qkv_run_token(r, id))) return s;
         snprintf(buf, sizeof buf, "#%d", (int)id);
         return strdup(buf);
     }
