@@ -388,7 +388,9 @@ def main():
     if a.tokenizer:
         a.tokenizer = os.path.abspath(a.tokenizer)
     run = os.path.join(a.out, f"summ_{tag}_qkv") if a.out else os.path.join(tmp, "run")
-    if os.path.exists(run):
+    # Only the side that writes the qkv run clears it: `--only torch --tokenizer T` beside `--only qkv` in the same
+    # --out must not delete the other process's run.
+    if os.path.exists(run) and (a.only != "torch" or not a.tokenizer):
         subprocess.run(["rm", "-rf", run])
     eval_s = a.eval_minutes * 60
     res = {}
