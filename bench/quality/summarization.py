@@ -310,13 +310,13 @@ def qkv_curve(run, path, test):
 
 
 def point(recs, minutes):
-    """The dev eval at `minutes` of training: the first at or after it (timed evals come right after the mark),
-    else the last one (a shorter run)."""
+    """The dev eval at `minutes` of training: the first at or after it (timed evals come right after the mark);
+    None when the run is shorter (a 15-minute run has no 60-minute point)."""
     evals = [r for r in recs if r.get("kind") == "eval" and "rougeL" in r]
     for r in evals:
-        if r["train_seconds"] >= minutes * 60 - 1:
+        if r["train_seconds"] >= minutes * 60 * 0.99:
             return r
-    return evals[-1] if evals else None
+    return None
 
 
 def plot(qkv, sources, out, limit):
