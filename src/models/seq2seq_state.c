@@ -4,6 +4,7 @@
 
 #include "seq2seq_internal.h"
 #include "seq2seq_state.h"
+#include "ops/log_softmax_rows.h"
 
 qkv_status qkv__s2s_state_init(s2s_kv_state *s, int n_src, int rows_per_src, int src_len, int max_steps,
                                int n_layers, const char *who) {
@@ -95,5 +96,19 @@ qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_ro
     }
     s2s_move_src_of(s->src_of, s->src_tmp, from, n_rows);
     s->rows = n_rows;
+    return QKV_OK;
+}
+
+qkv_status qkv__s2s_state_emit(s2s_kv_state *s, qkv_ctx *w, qkv_tensor *logits, qkv_tensor *cw, float *logprobs,
+                               float *attn) {
+    logits = qkv_contiguous(w, logits);
+    if (!logits) return qkv_last_status();
+    qkv__log_softmax_rows(logprobs, logits->data, s->rows, logits->shape[logits->ndim - 1]);
+    if (attn) {
+        qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
+        if (!a) return qkv_last_status();
+        memcpy(attn, a->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
+    }
+    s->t++;
     return QKV_OK;
 }

@@ -42,5 +42,10 @@ qkv_status qkv__s2s_state_self_kv(s2s_kv_state *s, int l, qkv_tensor *k, qkv_ten
 /* Beam search's reorder: row i becomes old row from[i], for n_rows rows. */
 qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_rows);
 
+/* The end of a decoding step: log_softmax of logits [rows, vocab] into logprobs, the head-mean of the last layer's
+ * cross-attention weights cw [rows, H, 1, S] into attn (when asked), and one more step cached. */
+qkv_status qkv__s2s_state_emit(s2s_kv_state *s, qkv_ctx *w, qkv_tensor *logits, qkv_tensor *cw, float *logprobs,
+                               float *attn);
+
 QKV_INTERNAL_END
 #endif

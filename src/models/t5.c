@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/log_softmax_rows.h"
 #include "qkv/attention.h"
 #include "qkv/error.h"
 #include "qkv/init.h"
@@ -348,16 +347,7 @@ static qkv_status t5_step(qkv_decoder_state *st, const int32_t *tokens, float *l
         x = qkv_add(w, x, cross_step(s, l, qkv_rms_norm(w, x, b->ln[1], T5_EPS), attn && l == nl - 1 ? &cw : NULL));
         x = qkv_add(w, x, feed_forward(w, m, b, qkv_rms_norm(w, x, b->ln[2], T5_EPS)));
     }
-    qkv_tensor *logits = qkv_contiguous(w, project(w, m, qkv_rms_norm(w, x, m->dec_norm, T5_EPS)));
-    if (!logits) return qkv_last_status();
-    qkv__log_softmax_rows(logprobs, logits->data, s->kv.rows, m->cfg.tgt_vocab);
-    if (attn) { /* mean over heads of [rows, H, 1, S] */
-        qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
-        if (!a) return qkv_last_status();
-        memcpy(attn, a->data, sizeof(float) * (size_t)s->kv.rows * (size_t)s->kv.S);
-    }
-    s->kv.t++;
-    return QKV_OK;
+    return qkv__s2s_state_emit(&s->kv, w, project(w, m, qkv_rms_norm(w, x, m->dec_norm, T5_EPS)), cw, logprobs, attn);
 }
 
 static qkv_status t5_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {

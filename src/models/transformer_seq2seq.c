@@ -11,7 +11,6 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
-#include "ops/log_softmax_rows.h"
 #include "seq2seq_internal.h"
 #include "seq2seq_state.h"
 
@@ -242,17 +241,7 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
         }
     }
     if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
-    qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, x));
-    if (!logits) return qkv_last_status();
-    qkv__log_softmax_rows(logprobs, logits->data, s->kv.rows, m->cfg.tgt_vocab);
-    if (attn) {
-        /* mean over heads of [rows, H, 1, S] */
-        qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
-        if (!a) return qkv_last_status();
-        memcpy(attn, a->data, sizeof(float) * (size_t)s->kv.rows * (size_t)s->kv.S);
-    }
-    s->kv.t++;
-    return QKV_OK;
+    return qkv__s2s_state_emit(&s->kv, w, qkv_nn_linear_forward(w, &m->gen, x), cw, logprobs, attn);
 }
 
 static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
