@@ -60,6 +60,7 @@ check "a bad task format exits 2 naming data.tasks[1].format" '[ $rc = 2 ] && gr
 sed 's/"labels": "negative,positive"/"labels": "negative"/' "$d/c.json" > "$d/bad2.json"
 "$QKV" train --config "$d/bad2.json" --run "$d/bad2" > /dev/null 2> "$d/err"; rc=$?
 check "a label without a word exits 2 naming file and line" '[ $rc = 2 ] && grep -q "sent.tsv:2: label .1." "$d/err"'
+check "and leaves no half-written task files" '[ ! -e "$d/bad2/tasks" ]'
 # Pretrain -> fine-tune: span corruption on plain text, then the tasks from its weights (finetune.init_from) with its
 # tokenizer (data.tokenizer_from) and its sentinel ids (data.keep_sentinels), so every tensor has its shape.
 for i in $(seq 0 199); do echo "${words[$((i % 15))]} ${words[$(((i * 7) % 15))]} ${words[$(((i * 11 + 2) % 15))]} ${words[$(((i * 2 + 5) % 15))]} ${words[$(((i * 13 + 1) % 15))]}"; done > "$d/corpus.txt"

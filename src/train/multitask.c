@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qkv/fsutil.h"
 #include "qkv/mixture.h"
@@ -249,6 +250,12 @@ qkv_status qkv__mt_open(qkv_run *r, bool write) {
     for (int s = 0; st == QKV_OK && write && s < 3; s++)
         if (has[s]) st = write_split(mt, &r->set, s);
     if (st == QKV_OK && write) st = write_index(mt, index);
+    if (st != QKV_OK && write && dir) { /* a task file that fails leaves no half-written rewrite behind */
+        for (int s = 0; s < 3; s++)
+            if (mt->paths[s]) remove(mt->paths[s]);
+        if (index) remove(index);
+        rmdir(dir);
+    }
     if (st == QKV_OK && !write) st = read_index(mt, index);
     free(dir);
     free(index);
