@@ -271,6 +271,24 @@ static qkv_tensor *ce_linear_side(qkv_ctx *c, bool gathered, qkv_tensor **leaf, 
     return qkv_cross_entropy(c, qkv_linear(c, leaf[0], leaf[1], leaf[2]), t, o);
 }
 
+/* cross_entropy_linear by finite differences: h [2, 4, 3], w [5, 3], bias [5], with zero-weight rows gathered out. */
+static qkv_tensor *f_ce_linear(qkv_ctx *c, qkv_tensor **in, void *u) {
+    (void)u;
+    qkv_ce_opts o = qkv_ce_defaults();
+    o.token_weight = in[4];
+    return as_1d(c, qkv_cross_entropy_linear(c, in[0], in[1], in[2], in[3], &o));
+}
+
+TEST(gradcheck_cross_entropy_linear) {
+    qkv_tensor *tw = qkv_tensor_new(QKV_F32, QKV_DIMS(2, 4));
+    if (tw)
+        for (int i = 0; i < 8; i++) qkv_f32(tw)[i] = i % 4 < 2 ? 0.0f : 0.5f + 0.25f * (float)i; /* a prompt each */
+    CHECK(check("ce_linear gathered rows", f_ce_linear, 5,
+                (qkv_tensor *[]){gc_rand(11, -1, 1, QKV_DIMS(2, 4, 3)), gc_rand(12, -1, 1, QKV_DIMS(5, 3)),
+                                 gc_rand(13, -1, 1, QKV_DIMS(5)), INTS(QKV_DIMS(2, 4), 0, 1, 2, 3, 4, 0, -100, 2), tw},
+                NULL, 7));
+}
+
 TEST(cross_entropy_linear_matches_dense) {
     enum { B = 3, T = 7, D = 6, C = 11 };
     for (int cfg = 0; cfg < 16; cfg++) {
@@ -355,6 +373,7 @@ int main(void) {
     RUN(gradcheck_cross_entropy);
     RUN(gradcheck_mse_cosine);
     RUN(cross_entropy_edge_cases);
+    RUN(gradcheck_cross_entropy_linear);
     RUN(cross_entropy_linear_matches_dense);
     RUN(bad_inputs_are_errors);
     RUN(pytorch_fixtures);
