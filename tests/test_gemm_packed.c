@@ -114,6 +114,37 @@ static void rows_alone_on(qkv_isa isa) {
 
 TEST(rows_do_not_depend_on_their_batch) { each_isa(rows_alone_on); }
 
+/* Beyond one block of rows (a beam over many sentences) the product runs block by block: every row still gets the
+ * bits it gets alone, including the rows either side of a block boundary. */
+TEST(row_blocks_keep_each_row_alone) {
+    int64_t M = 2 * QKV__PACKED_BLOCK_M + 37, N = 40, K = 24;
+    float *W = rand_buf(31, (size_t)(N * K)), *x = rand_buf(32, (size_t)(M * K));
+    float *all = malloc(sizeof(float) * (size_t)(M * N)), part[40];
+    qkv__pack *p = qkv__pack_new(W, N, K);
+    CHECK(p && W && x && all);
+    if (p && W && x && all) {
+        qkv__pack_gemm(p, M, x, K, all, N, false);
+        const int64_t rows[] = {0, QKV__PACKED_BLOCK_M - 1, QKV__PACKED_BLOCK_M, 2 * QKV__PACKED_BLOCK_M + 1, M - 1};
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            qkv__pack_gemm(p, 1, x + rows[i] * K, K, part, N, false);
+            CHECKF(!memcmp(part, all + rows[i] * N, sizeof part), "row %lld of %lld differs from the row alone",
+                   (long long)rows[i], (long long)M);
+        }
+        double worst = 0; /* and the product is right: against a plain sum */
+        for (int64_t i = 0; i < M; i += 29)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += (double)x[i * K + k] * W[j * K + k];
+                worst = fmax(worst, fabs(s - all[i * N + j]));
+            }
+        CHECKF(worst < 1e-4, "blocked product off by %g", worst);
+    }
+    qkv__pack_free(p);
+    free(W);
+    free(x);
+    free(all);
+}
+
 /* qkv__gemm_xwt takes the packed path for allowed weights (and row blocks of them) only, packs on the first
  * product with several rows, and then serves single rows from the pack. */
 TEST(context_packs_only_allowed_weights) {
@@ -160,6 +191,7 @@ done:
 int main(void) {
     RUN(packed_matches_blas_on_every_path);
     RUN(rows_do_not_depend_on_their_batch);
+    RUN(row_blocks_keep_each_row_alone);
     RUN(context_packs_only_allowed_weights);
     return test_finish();
 }

@@ -5,7 +5,7 @@
  * vector. A tile is MR rows of x against one panel with MR x 16 accumulators in registers (AVX-512: 8 rows, one
  * zmm each, two panels at once where there are two; AVX2: 4 rows, two ymm each; portable C: 4 rows). The loop runs
  * panels outside and row tiles inside, so a panel (16 K floats) stays in L1 while every row tile passes over it and
- * x stays in L2.
+ * x stays in L2; longer products run as blocks of QKV__PACKED_BLOCK_M rows, each such a pass.
  *
  * Every accumulator starts at zero and adds k = 0..K-1 in order; rows past M read a zero row and are discarded.
  * A row's result is therefore the same whatever M is and wherever the row falls in a tile. Threads split the
@@ -194,9 +194,9 @@ void qkv__pack_free(qkv__pack *p) {
     free(p);
 }
 
-void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
-                    bool accumulate) {
-    if (M <= 0) return;
+/* One pass of the panels over M (1..QKV__PACKED_BLOCK_M) rows of x. */
+static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                       bool accumulate) {
     tile_fn tile = tile_generic, tile2 = NULL; /* tile2: two adjacent panels at once, where the path has it */
     int mr = 4;
 #if QKV_X86_KERNELS
@@ -234,6 +234,14 @@ void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, 
                 }
             }
         }
+    }
+}
+
+void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                    bool accumulate) {
+    for (int64_t i0 = 0; i0 < M; i0 += QKV__PACKED_BLOCK_M) {
+        int64_t m = M - i0 < QKV__PACKED_BLOCK_M ? M - i0 : QKV__PACKED_BLOCK_M;
+        gemm_block(p, m, x + i0 * ldx, ldx, y + i0 * ldy, ldy, accumulate);
     }
 }
 
