@@ -57,5 +57,13 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate);
 
+/* A pack cache on the calling thread, for a stretch of work that starts many decoding states over the same weights
+ * (qkv_decode_batch's batches): while one is open, a state packing a weight that an earlier state packed takes
+ * that pack (same bits) instead of copying the weight again; close releases what the states no longer hold. Only
+ * around work during which no packed weight changes (a model borrowed for decoding, never one being trained).
+ * Opens nest; the outermost close empties the cache. */
+void qkv__pack_cache_open(void);
+void qkv__pack_cache_close(void);
+
 QKV_INTERNAL_END
 #endif
