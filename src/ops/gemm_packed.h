@@ -5,7 +5,7 @@
  * (at M <= 64 that copy costs as much as the product), so a decoding state packs each weight once and its steps
  * run a kernel over the packed panels. Each output row is computed alone, over k in order, whatever M and the
  * row's position in the tile: a row's result does not depend on what it is batched with (the same bits for M = 1
- * and M = 512). Paths per instruction set (core/isa.h) agree to rounding.
+ * and M = 256). Paths per instruction set (core/isa.h) agree to rounding.
  *
  * Use from a model: a decoding state makes a qkv__packs, names the weights its steps may multiply by
  * (qkv__packs_allow: parameters, never per-step data, since a pack is made once and trusted until freed) and hangs
@@ -37,11 +37,11 @@ void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, 
 /* Rows of x one pass over the packed panels takes (qkv__pack_gemm runs longer products as blocks of this many rows,
  * so a block of x stays in L2 while the panels stream past it). */
 #define QKV__PACKED_BLOCK_M 128
-/* Most rows a context's product takes the packed path for: a beam of 4 or 8 over 64 sentences (256, 512 rows).
- * One call of BLAS at 256 rows by an 8000 x 256 weight runs faster than one packed pass (143 against 108 GFLOP/s
- * on one AVX-512 core) but repacks the weight on every call, once per step; far more rows (a prompt's prefill, an
- * encoder) amortise that, and stay with BLAS. */
-#define QKV__PACKED_MAX_M 512
+/* Most rows a context's product takes the packed path for: a beam of 4 over 64 sentences. On one AVX-512 core
+ * (CPU time, loaded machine) the packed passes match BLAS at 256 rows (8000 x 256 weight: 163 against 168 GFLOP/s;
+ * 1024 x 256: 182 against 171) and fall behind at 512 (135 against 165), where BLAS's per-call packing is
+ * amortised. */
+#define QKV__PACKED_MAX_M 256
 
 /* The packs of one decoding state: which weights may be packed, and the packs made so far. */
 typedef struct qkv__packs qkv__packs;
