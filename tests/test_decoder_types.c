@@ -163,6 +163,7 @@ static void check_decoder(const built *b, const qkv_decoder *d) {
         {0, 2, {0, 2}},       /* compact: one row per source */
         {1, 4, {0, 0, 1, 1}}, /* fan out again, as a beam grows from one row */
         {2, 4, {3, 0, 0, 2}}, /* row 1 dropped, row 0 repeated, rows cross sources */
+        {3, 4, {1, 0, 3, 2}}, /* two swaps: rows that trade places with nothing else to copy from */
         {4, 3, {2, 0, 1}},    /* compact */
     };
     int R = ROWS, next = 0;
@@ -203,7 +204,7 @@ static void check_decoder(const built *b, const qkv_decoder *d) {
             CHECK_OK(d->ops->reorder(st, from, R));
         }
     }
-    printf("  %-22s %d rows, %d steps, 4 reorders: max |diff| vs one row %.3g, vs full forward %.3g, "
+    printf("  %-22s %d rows, %d steps, 5 reorders: max |diff| vs one row %.3g, vs full forward %.3g, "
            "attention %.3g\n", name, ROWS, STEPS, worst_row, worst_fwd, worst_attn);
     CHECKF(worst_row < 1e-5, "%s: batched rows differ from one-row decoding by %g", name, worst_row);
     CHECKF(worst_fwd < 1e-5, "%s: decoding differs from the full forward by %g", name, worst_fwd);

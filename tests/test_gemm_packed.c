@@ -114,6 +114,37 @@ static void rows_alone_on(qkv_isa isa) {
 
 TEST(rows_do_not_depend_on_their_batch) { each_isa(rows_alone_on); }
 
+/* Beyond one block of rows (a beam over many sentences) the product runs block by block: every row still gets the
+ * bits it gets alone, including the rows either side of a block boundary. */
+TEST(row_blocks_keep_each_row_alone) {
+    int64_t M = 2 * QKV__PACKED_BLOCK_M + 37, N = 40, K = 24;
+    float *W = rand_buf(31, (size_t)(N * K)), *x = rand_buf(32, (size_t)(M * K));
+    float *all = malloc(sizeof(float) * (size_t)(M * N)), part[40];
+    qkv__pack *p = qkv__pack_new(W, N, K);
+    CHECK(p && W && x && all);
+    if (p && W && x && all) {
+        qkv__pack_gemm(p, M, x, K, all, N, false);
+        const int64_t rows[] = {0, QKV__PACKED_BLOCK_M - 1, QKV__PACKED_BLOCK_M, 2 * QKV__PACKED_BLOCK_M + 1, M - 1};
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            qkv__pack_gemm(p, 1, x + rows[i] * K, K, part, N, false);
+            CHECKF(!memcmp(part, all + rows[i] * N, sizeof part), "row %lld of %lld differs from the row alone",
+                   (long long)rows[i], (long long)M);
+        }
+        double worst = 0; /* and the product is right: against a plain sum */
+        for (int64_t i = 0; i < M; i += 29)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += (double)x[i * K + k] * W[j * K + k];
+                worst = fmax(worst, fabs(s - all[i * N + j]));
+            }
+        CHECKF(worst < 1e-4, "blocked product off by %g", worst);
+    }
+    qkv__pack_free(p);
+    free(W);
+    free(x);
+    free(all);
+}
+
 /* qkv__gemm_xwt takes the packed path for allowed weights (and row blocks of them) only, packs on the first
  * product with several rows, and then serves single rows from the pack. */
 TEST(context_packs_only_allowed_weights) {
@@ -157,9 +188,56 @@ done:
     free(x);
 }
 
+/* While a pack cache is open, a second decoding state's packs take the pack the first state made (seen here by
+ * changing the weight in between, which the contract forbids: the second product still uses the old values); a
+ * state holding a pack keeps it valid past the cache's close; after the outermost close, weights are packed anew. */
+TEST(pack_cache_shares_packs_between_states) {
+    int64_t N = 20, K = 12;
+    qkv_tensor *w = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K));
+    float *x = rand_buf(41, (size_t)(3 * K)), y0[3 * 20], y1[3 * 20], y2[3 * 20], y3[3 * 20];
+    qkv_ctx *ctx = qkv_ctx_new();
+    qkv__packs *a = qkv__packs_new(), *b = qkv__packs_new(), *c = qkv__packs_new();
+    CHECK(w && x && ctx && a && b && c);
+    if (!w || !x || !ctx || !a || !b || !c) goto done;
+    float *wd = w->data;
+    for (int64_t i = 0; i < N * K; i++) wd[i] = (float)((i * 13) % 7) / 7.0f - 0.5f;
+    CHECK_OK(qkv__packs_allow(a, w));
+    CHECK_OK(qkv__packs_allow(b, w));
+    CHECK_OK(qkv__packs_allow(c, w));
+    qkv__pack_cache_open();
+    qkv__pack_cache_open(); /* nested: the inner close keeps the cache */
+    qkv__ctx_set_packs(ctx, a);
+    CHECK(qkv__gemm_xwt(ctx, 3, N, K, x, K, wd, y0, N, false));
+    qkv__packs_free(a); /* the first state ends; its pack stays in the cache */
+    a = NULL;
+    qkv__pack_cache_close();
+    for (int64_t i = 0; i < N * K; i++) wd[i] += 1.0f;
+    qkv__ctx_set_packs(ctx, b);
+    CHECK(qkv__gemm_xwt(ctx, 3, N, K, x, K, wd, y1, N, false));
+    CHECK(!memcmp(y0, y1, sizeof y0)); /* the cached pack, made before the change */
+    qkv__pack_cache_close();
+    CHECK(qkv__gemm_xwt(ctx, 3, N, K, x, K, wd, y2, N, false)); /* b still holds its pack after the close */
+    CHECK(!memcmp(y0, y2, sizeof y0));
+    qkv__ctx_set_packs(ctx, c);
+    CHECK(qkv__gemm_xwt(ctx, 3, N, K, x, K, wd, y3, N, false)); /* no cache open: packed from the new values */
+    double s = 0;
+    for (int64_t k = 0; k < K; k++) s += (double)x[k] * wd[k];
+    CHECKF(fabs(y3[0] - s) < 1e-4 && memcmp(y0, y3, sizeof y0), "after the close the weight was not packed anew");
+    qkv__ctx_set_packs(ctx, NULL);
+done:
+    qkv__packs_free(a);
+    qkv__packs_free(b);
+    qkv__packs_free(c);
+    qkv_ctx_free(ctx);
+    qkv_tensor_free(w);
+    free(x);
+}
+
 int main(void) {
     RUN(packed_matches_blas_on_every_path);
     RUN(rows_do_not_depend_on_their_batch);
+    RUN(row_blocks_keep_each_row_alone);
     RUN(context_packs_only_allowed_weights);
+    RUN(pack_cache_shares_packs_between_states);
     return test_finish();
 }

@@ -9,7 +9,44 @@
 #define ARENA_ALIGN 64
 #define ARENA_MIN_CHUNK ((size_t)1 << 22)
 
+/* Chunks set aside while a chunk cache is open on this thread (arena.h): the smallest that holds a request is
+ * handed out again before the system is asked. */
+static _Thread_local struct {
+    int depth;
+    qkv_arena_chunk *list;
+} parked;
+
+void qkv__arena_cache_open(void) { parked.depth++; }
+
+void qkv__arena_cache_close(void) {
+    if (parked.depth < 1 || --parked.depth > 0) return;
+    while (parked.list) {
+        qkv_arena_chunk *c = parked.list;
+        parked.list = c->next;
+        free(c->base);
+        free(c);
+    }
+}
+
+/* A parked chunk of at least `size` bytes (the smallest), taken off the list; NULL when none. */
+static qkv_arena_chunk *unpark(size_t size) {
+    qkv_arena_chunk **best = NULL;
+    for (qkv_arena_chunk **p = &parked.list; *p; p = &(*p)->next)
+        if ((*p)->size >= size && (!best || (*p)->size < (*best)->size)) best = p;
+    if (!best) return NULL;
+    qkv_arena_chunk *c = *best;
+    *best = c->next;
+    return c;
+}
+
 static qkv_arena_chunk *chunk_new(qkv_arena *a, size_t size) {
+    qkv_arena_chunk *kept = parked.depth > 0 ? unpark(size) : NULL;
+    if (kept) {
+        kept->used = 0;
+        kept->next = NULL;
+        a->system_allocs++;
+        return kept;
+    }
     qkv_arena_chunk *c = malloc(sizeof *c);
     void *mem = NULL;
     if (!c || posix_memalign(&mem, ARENA_ALIGN, size) != 0) {
@@ -77,8 +114,13 @@ void qkv__arena_free(qkv_arena *a) {
     qkv_arena_chunk *c = a->head;
     while (c) {
         qkv_arena_chunk *next = c->next;
-        free(c->base);
-        free(c);
+        if (parked.depth > 0) { /* the next context on this thread takes it */
+            c->next = parked.list;
+            parked.list = c;
+        } else {
+            free(c->base);
+            free(c);
+        }
         c = next;
     }
     a->head = a->cur = NULL;

@@ -30,6 +30,12 @@ typedef struct {
 } qkv_arena_mark;
 qkv_arena_mark qkv__arena_mark(const qkv_arena *a);
 void qkv__arena_rewind(qkv_arena *a, const qkv_arena_mark *m);
+/* A chunk cache on the calling thread, for a stretch of work that makes and frees many contexts of alike sizes (the
+ * decoding state of each batch of qkv_decode_batch): while one is open, freed chunks are kept and the next context
+ * on the thread takes them, so it writes to pages already mapped instead of faulting in fresh ones. Opens nest;
+ * the outermost close frees what is kept. */
+void qkv__arena_cache_open(void);
+void qkv__arena_cache_close(void);
 
 QKV_INTERNAL_END
 #endif

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "decode_internal.h"
+#include "core/arena.h"
+#include "ops/gemm_packed.h"
 #include "qkv/decode_batch.h"
 
 qkv_batch_opts qkv_batch_defaults(void) {
@@ -467,6 +469,10 @@ qkv_status qkv_decode_batch(const qkv_decoder *d, int n, const int32_t *const *s
         status = qkv_error_set(QKV_ERR_NOMEM, "decode batch: out of memory");
         goto done;
     }
+    /* Each batch starts a decoding state over the same borrowed model: the weights are packed for the first batch
+     * and reused by the others (ops/gemm_packed.h), and each state's memory is the last one's (core/arena.h). */
+    qkv__pack_cache_open();
+    qkv__arena_cache_open();
     for (int w0 = 0; w0 < n && !status; w0 += W) {
         int wn = n - w0 < W ? n - w0 : W;
         ord.w0 = ord.next = w0;
@@ -497,6 +503,8 @@ qkv_status qkv_decode_batch(const qkv_decoder *d, int n, const int32_t *const *s
         }
         for (int i = 0; i < wn; i++) qkv_hyps_free(&ord.res[i]);
     }
+    qkv__arena_cache_close();
+    qkv__pack_cache_close();
 done:
     free(it);
     free(ord.res);

@@ -12,6 +12,7 @@
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
+#include "row_moves.h"
 
 qkv_gpt_config qkv_gpt_config_default(void) {
     return (qkv_gpt_config){.vocab_size = 8192, .n_ctx = 256, .d_model = 384, .n_heads = 6, .d_ff = 1536,
@@ -177,7 +178,7 @@ struct qkv_gpt_decoder {
     int64_t pos;
     float *k, *v;   /* [L, batch, H, n_ctx, dh] */
     float *scores;  /* [n_ctx] per (sequence, head) in turn */
-    float *moved;   /* [batch, H, n_ctx, dh] scratch of reorder, allocated on its first call */
+    float *moved;   /* reorder scratch (a row set aside, the move plan), allocated on its first call */
     qkv_ctx *ctx;   /* layer norms and activations reuse the ops (same numerics as training); grad off */
     qkv__packs *packs; /* the weights, packed on first use by several rows (ops/gemm_packed.h) */
 };
@@ -341,6 +342,29 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
     return QKV_OK;
 }
 
+/* One row copy of a reorder (row_moves.h): a row is H blocks of `used` floats in each layer's K and V; -1 is the
+ * row set aside, [L][2][H][used] in moved. */
+typedef struct {
+    qkv_gpt_decoder *d;
+    int64_t H;
+    size_t block, layer, used;
+} gpt_rows;
+
+static void gpt_copy_row(void *user, int dst, int src) {
+    const gpt_rows *r = user;
+    const qkv_gpt_decoder *d = r->d;
+    for (int l = 0; l < d->m->cfg.n_layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            float *cache = (kv ? d->v : d->k) + (size_t)l * r->layer;
+            float *aside = d->moved + ((size_t)l * 2 + (size_t)kv) * (size_t)r->H * r->used;
+            for (int64_t h = 0; h < r->H; h++) {
+                float *to = dst < 0 ? aside + h * r->used : cache + ((size_t)dst * r->H + h) * r->block;
+                const float *fr = src < 0 ? aside + h * r->used : cache + ((size_t)src * r->H + h) * r->block;
+                memcpy(to, fr, sizeof(float) * r->used);
+            }
+        }
+}
+
 qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int n_rows) {
     const qkv_gpt_config *c = &d->m->cfg;
     int Bn = n_rows;
@@ -351,19 +375,21 @@ qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int 
             return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder row %d outside [0, %d)", (int)from[b],
                                  d->batch);
     int64_t H = c->n_heads, dh = c->d_model / H, N = c->n_ctx;
-    size_t block = (size_t)N * (size_t)dh, layer = (size_t)d->cap * (size_t)H * block;
-    if (!d->moved && !(d->moved = malloc(sizeof(float) * layer)))
+    size_t block = (size_t)N * (size_t)dh;
+    /* Scratch: one row set aside ([L][2][H][n_ctx * dh] at most) and the move plan's indices (3 x cap). */
+    size_t aside = (size_t)c->n_layers * 2 * (size_t)H * block, plan = 3 * (size_t)d->cap;
+    if (!d->moved && !(d->moved = malloc(sizeof(float) * aside + sizeof(int32_t) * plan)))
         return qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a reorder");
-    /* Rows of one layer's K (then V) gather into the scratch and copy back: positions past pos hold nothing. */
-    size_t used = sizeof(float) * (size_t)d->pos * (size_t)dh;
-    for (int l = 0; used && l < c->n_layers; l++)
-        for (int kv = 0; kv < 2; kv++) {
-            float *cache = (kv ? d->v : d->k) + (size_t)l * layer;
-            for (int b = 0; b < Bn; b++)
-                for (int64_t h = 0; h < H; h++)
-                    memcpy(d->moved + ((size_t)b * H + h) * block, cache + ((size_t)from[b] * H + h) * block, used);
-            for (size_t i = 0; i < (size_t)Bn * H; i++) memcpy(cache + i * block, d->moved + i * block, used);
-        }
+    /* Rows move in place, each changed row once (row_moves.h): a beam step that keeps most hypotheses where they
+     * are copies only the others. Positions past pos hold nothing. */
+    if (d->pos > 0) {
+        int32_t *todo = (int32_t *)(d->moved + aside);
+        int span = d->cap;
+        memset(todo, 0, sizeof(int32_t) * (size_t)span);
+        for (int b = 0; b < Bn; b++) todo[b] = b >= d->batch || from[b] != b;
+        gpt_rows r = {d, H, block, (size_t)d->cap * (size_t)H * block, (size_t)d->pos * (size_t)dh};
+        row_moves(from, Bn, todo, todo + span, todo + 2 * span, span, gpt_copy_row, &r);
+    }
     d->batch = n_rows;
     return QKV_OK;
 }

@@ -11,6 +11,7 @@
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
 #include "ops/log_softmax_rows.h"
+#include "ops/row_attention.h"
 #include "seq2seq_internal.h"
 
 qkv_status qkv_lstm_s2s_init(qkv_lstm_s2s *m, qkv_params *params, const qkv_lstm_s2s_config *cfg, qkv_rng *rng) {
@@ -159,21 +160,25 @@ typedef struct lstm_state {
     const qkv_lstm_s2s *m;
     qkv_ctx *keep, *work;
     int rows, cap, S;            /* rows now, rows prepared by start (reorder drops and fans out rows) */
+    /* Dot-product scores (dot, scaled_dot, general): the encoder side once per source, read by each row through
+     * src_of (ops/row_attention.h); nothing of it is copied per row or moved by a reorder. */
+    qkv_tensor *src_henc, *src_pad, *src_keys; /* [n_src, S, H], [n_src, S], general: W henc [n_src, S, H] */
+    /* Additive scores: the encoder side per row (NULL for the kinds above). */
     qkv_tensor *henc, *pad;      /* [rows, S, H], [rows, S] */
-    qkv_tensor *keys;            /* general attention: W henc [rows, S, H], computed once (NULL for other kinds) */
     qkv_tensor *h[QKV_RNN_MAX_LAYERS], *c[QKV_RNN_MAX_LAYERS], *feed; /* [rows, H] */
     qkv_tensor *full[4 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
     int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
     qkv__packs *packs;           /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
 } lstm_state;
 
-/* The state's tensors as slots: henc, pad, feed, (keys,) then h and c of each layer. */
+/* The state's per-row tensors as slots: (henc, pad,) feed, then h and c of each layer. */
 static int lstm_slots(lstm_state *s, qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS]) {
     int n = 0;
-    slot[n++] = &s->henc;
-    slot[n++] = &s->pad;
+    if (s->henc) {
+        slot[n++] = &s->henc;
+        slot[n++] = &s->pad;
+    }
     slot[n++] = &s->feed;
-    if (s->keys) slot[n++] = &s->keys;
     for (int l = 0; l < s->m->cfg.num_layers; l++) {
         slot[n++] = &s->h[l];
         slot[n++] = &s->c[l];
@@ -234,15 +239,22 @@ static qkv_decoder_state *lstm_start(const qkv_model *model, const int32_t *src,
         }
     qkv_tensor *xs = qkv_nn_embedding_forward(w, &m->src_emb, ids);
     if (!xs || qkv_rnn_forward(w, &m->enc, xs, lengths_of(w, pad), NULL, NULL, &henc, &hn, &cn) != QKV_OK) goto fail;
-    s->henc = keep_copy(s->keep, qkv_index_select(w, henc, 0, row_src));
-    s->pad = keep_copy(s->keep, qkv_index_select(w, pad, 0, row_src));
     s->feed = qkv_ctx_zeros(s->keep, QKV_F32, QKV_DIMS(s->rows, m->cfg.hidden));
-    if (!s->henc || !s->pad || !s->feed) goto fail;
-    /* Luong's general score h_t^T W h_s: W h_s does not change while decoding, so it is computed once per source
-     * here rather than for every key at every step (as much work per step as the output projection). */
-    if (m->attn.kind == QKV_SCORE_GENERAL &&
-        !(s->keys = keep_copy(s->keep, qkv_index_select(w, qkv_nn_linear_forward(w, &m->attn.w, henc), 0, row_src))))
-        goto fail;
+    if (!s->feed) goto fail;
+    if (m->attn.kind == QKV_SCORE_ADDITIVE) {
+        s->henc = keep_copy(s->keep, qkv_index_select(w, henc, 0, row_src));
+        s->pad = keep_copy(s->keep, qkv_index_select(w, pad, 0, row_src));
+        if (!s->henc || !s->pad) goto fail;
+    } else {
+        s->src_henc = keep_copy(s->keep, henc);
+        s->src_pad = keep_copy(s->keep, pad);
+        if (!s->src_henc || !s->src_pad) goto fail;
+        /* Luong's general score h_t^T W h_s: W h_s does not change while decoding, so it is computed once per
+         * source here rather than for every key at every step (as much work per step as the output projection). */
+        if (m->attn.kind == QKV_SCORE_GENERAL &&
+            !(s->src_keys = keep_copy(s->keep, qkv_nn_linear_forward(w, &m->attn.w, henc))))
+            goto fail;
+    }
     for (int l = 0; l < m->cfg.num_layers; l++) {
         s->h[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, hn, l), 0, row_src));
         s->c[l] = keep_copy(s->keep, qkv_index_select(w, layer_state(w, cn, l), 0, row_src));
@@ -281,14 +293,23 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     memcpy(h, s->h, sizeof h);
     memcpy(c, s->c, sizeof c);
     qkv_tensor *top = decoder_cells(w, m, x, h, c);
-    qkv_tensor *a = NULL;
-    qkv_nn_score_attention dot = m->attn; /* general with its keys precomputed: a dot product with them */
-    if (s->keys) {
-        dot.kind = QKV_SCORE_DOT;
-        dot.key_dim = s->keys->shape[2];
+    qkv_tensor *a = NULL, *cx = NULL;
+    if (s->src_henc) {
+        const qkv_tensor *keys = s->src_keys ? s->src_keys : s->src_henc;
+        int64_t D = keys->shape[2], Dv = s->src_henc->shape[2];
+        float scale = m->attn.kind == QKV_SCORE_SCALED_DOT ? 1.0f / sqrtf((float)m->attn.key_dim) : 1.0f;
+        top = qkv_contiguous(w, top);
+        cx = qkv_ctx_tensor(w, QKV_F32, QKV_DIMS(s->rows, Dv));
+        a = qkv_ctx_tensor(w, QKV_F32, QKV_DIMS(s->rows, s->S));
+        if (!top || !cx || !a) return qkv_last_status();
+        if (top->shape[top->ndim - 1] != D)
+            return qkv_error_set(QKV_ERR_INVALID, "lstm_seq2seq decode: query width %lld against keys of %lld",
+                                 (long long)top->shape[top->ndim - 1], (long long)D);
+        qkv__row_attention(qkv_f32(top), s->rows, D, s->src_of, qkv_f32(keys), qkv_f32(s->src_henc), Dv,
+                           qkv_f32(s->src_pad), s->S, scale, qkv_f32(cx), qkv_f32(a));
+    } else {
+        cx = qkv_nn_score_attention_forward(w, &m->attn, top, s->henc, NULL, s->pad, &a);
     }
-    qkv_tensor *cx = qkv_nn_score_attention_forward(w, &dot, top, s->keys ? s->keys : s->henc, s->keys ? s->henc : NULL,
-                                                    s->pad, &a);
     qkv_tensor *ht = combine(w, m, cx, top);
     qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht));
     if (!logits || !a) return qkv_last_status();
@@ -310,7 +331,7 @@ static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n
     if (rc) return rc;
     qkv_tensor **slot[4 + 2 * QKV_RNN_MAX_LAYERS];
     for (int i = 0, n = lstm_slots(s, slot); i < n; i++) {
-        bool per_src = slot[i] == &s->henc || slot[i] == &s->pad || slot[i] == &s->keys;
+        bool per_src = slot[i] == &s->henc || slot[i] == &s->pad;
         rc = s2s_move_rows(s->keep, s->work, s->full[i], slot[i], from, n_rows, s->rows, 0, per_src, s->src_of);
         if (rc) return rc;
     }

@@ -9,6 +9,7 @@
 #include "qkv/model.h"
 #include "qkv/ops.h"
 #include "qkv/seq2seq.h"
+#include "row_moves.h"
 
 /* Mean cross-entropy of logits [B, T, V] against targets [B, T], counting tokens where mask (1 = count) is set,
  * times the optional per-token weights. */
@@ -30,37 +31,45 @@ static inline qkv_tensor *s2s_masked_loss(qkv_ctx *ctx, qkv_tensor *logits, cons
     return qkv_cross_entropy(ctx, logits, b->targets, &o);
 }
 
+/* One row copy of s2s_move_rows (row_moves.h): rows of `bytes` every `row` floats from base; -1 is aside. */
+typedef struct {
+    float *base, *aside;
+    int64_t row;
+    size_t bytes;
+} s2s_rows;
+
+static inline void s2s_copy_row(void *user, int dst, int src) {
+    s2s_rows *r = user;
+    memcpy(dst < 0 ? r->aside : r->base + (int64_t)dst * r->row, src < 0 ? r->aside : r->base + (int64_t)src * r->row,
+           r->bytes);
+}
+
 /* Gathers the rows of a contiguous decoding-state tensor: *view (the first rows of `full` along axis 0) becomes rows
  * from[0..n) of itself (at most full's rows); when the row count changes, *view becomes a new view (in keep) of the
  * first rows of full; scratch goes to work. Rows stay put unless they change: row i
  * is copied only when it is new (i >= rows) or, for a tensor that depends only on a row's source (encoder states,
- * cross-attention keys and values, source padding; per_src), when its source changes (src_of[from[i]] != src_of[i],
- * src_of giving the source of each current row), else when from[i] != i. Beam search moves rows only within their
- * sentence, so its reorders copy none of the per-source tensors, and a hypothesis that stays in its row costs
- * nothing. Along axis 1 only the first t1 entries move (0: all). */
+ * source padding; per_src), when its source changes (src_of[from[i]] != src_of[i], src_of giving the source of each
+ * current row), else when from[i] != i. Beam search moves rows only within their sentence, so its reorders copy
+ * none of the per-source tensors, and a hypothesis that stays in its row costs nothing. Changed rows are copied in
+ * place, each once (row_moves.h). Along axis 1 only the first t1 entries move (0: all). */
 static inline qkv_status s2s_move_rows(qkv_ctx *keep, qkv_ctx *work, qkv_tensor *full, qkv_tensor **view,
                                        const int32_t *from, int n, int rows, int64_t t1, bool per_src,
                                        const int32_t *src_of) {
     int64_t d1 = full->ndim > 1 ? full->shape[1] : 1, inner = qkv_numel(full) / (full->shape[0] * (d1 ? d1 : 1));
-    int64_t row = d1 * inner, block = (t1 > 0 && t1 < d1 ? t1 : d1) * inner, m = 0;
+    int64_t row = d1 * inner, block = (t1 > 0 && t1 < d1 ? t1 : d1) * inner;
 #define S2S_CHANGED(i) ((i) >= rows || (per_src ? src_of[from[i]] != src_of[i] : from[i] != (i)))
-    for (int i = 0; i < n; i++) m += S2S_CHANGED(i);
-    if (m > 0) {
-        int64_t nt = m * block;
-        qkv_tensor *tmp = qkv_ctx_tensor(work, QKV_F32, 1, &nt);
-        if (!tmp) return qkv_last_status();
-        float *base = qkv_f32(full), *t = qkv_f32(tmp);
-        for (int i = 0; i < n; i++) /* read every source row before any is overwritten */
-            if (S2S_CHANGED(i)) {
-                memcpy(t, base + (int64_t)from[i] * row, sizeof(float) * (size_t)block);
-                t += block;
-            }
-        t = qkv_f32(tmp);
-        for (int i = 0; i < n; i++)
-            if (S2S_CHANGED(i)) {
-                memcpy(base + (int64_t)i * row, t, sizeof(float) * (size_t)block);
-                t += block;
-            }
+    bool any = false;
+    for (int i = 0; i < n && !any; i++) any = S2S_CHANGED(i);
+    if (any) {
+        int span = n > rows ? n : rows; /* row indices either side of the move */
+        int64_t n_idx = 3 * (int64_t)span;
+        qkv_tensor *idx = qkv_ctx_tensor(work, QKV_I32, 1, &n_idx), *aside = qkv_ctx_tensor(work, QKV_F32, 1, &block);
+        if (!idx || !aside) return qkv_last_status();
+        int32_t *todo = qkv_i32(idx);
+        memset(todo, 0, sizeof(int32_t) * (size_t)span);
+        for (int i = 0; i < n; i++) todo[i] = S2S_CHANGED(i);
+        s2s_rows r = {qkv_f32(full), qkv_f32(aside), row, sizeof(float) * (size_t)block};
+        row_moves(from, n, todo, todo + span, todo + 2 * span, span, s2s_copy_row, &r);
     }
 #undef S2S_CHANGED
     if (n != (*view)->shape[0]) {

@@ -28,6 +28,8 @@
 #include "qkv/nn_transformer.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
+#include "core/internal.h"
+#include "ops/gemm_packed.h"
 #include "seq2seq_internal.h"
 #include "seq2seq_state.h"
 
@@ -255,12 +257,14 @@ static qkv_tensor *t5_logits(qkv_ctx *ctx, const t5_model *m, qkv_tensor *src, c
 typedef struct t5_state {
     s2s_kv_state kv; /* caches, padding, rows (seq2seq_state.h) */
     const t5_model *m;
+    qkv__packs *packs; /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
 } t5_state;
 
 static void t5_free_state(qkv_decoder_state *st) {
     t5_state *s = (t5_state *)st;
     if (!s) return;
     qkv__s2s_state_release(&s->kv);
+    qkv__packs_free(s->packs);
     free(s);
 }
 
@@ -285,15 +289,28 @@ static qkv_decoder_state *t5_start(const qkv_model *model, const int32_t *src, c
     qkv_tensor *ids = NULL, *pad = NULL, *row_src = NULL;
     if (s2s_source(w, src, lengths, n_src, src_len, rows_per_src, &ids, &pad, &row_src) != QKV_OK) goto fail;
     if (!check_ids(ids, m->cfg.src_vocab, "source")) goto fail;
-    qkv_tensor *mem = qkv_index_select(w, encode(w, m, ids, pad, NULL), 0, row_src);
-    if (!mem || qkv__s2s_state_pad(&s->kv, pad, row_src) != QKV_OK) goto fail;
+    /* The cross-attention keys and values depend on the source alone: projected and kept once per source sentence;
+     * each row reads its own source's (a beam's rows share them, reorders never move them). */
+    qkv_tensor *mem = encode(w, m, ids, pad, NULL);
+    if (!mem || qkv__s2s_state_pad(&s->kv, pad, H, dk) != QKV_OK) goto fail;
     for (int l = 0; l < m->cfg.n_dec; l++) {
         const t5_attn *ca = &m->dec[l].cross;
         qkv_tensor *kk = heads(w, qkv_nn_linear_forward(w, &ca->k, mem), H);
         qkv_tensor *vv = heads(w, qkv_nn_linear_forward(w, &ca->v, mem), H);
-        if (qkv__s2s_state_layer(&s->kv, l, kk, vv, H, dk) != QKV_OK) goto fail;
+        if (qkv__s2s_state_layer(&s->kv, l, kk, vv) != QKV_OK) goto fail;
     }
     qkv__s2s_state_seal(&s->kv);
+    /* Every step multiplies the live rows by the same decoder weights (and the shared embedding, the output
+     * projection): packed once (ops/gemm_packed.h). */
+    if (!(s->packs = qkv__packs_new()) || qkv__packs_allow(s->packs, m->shared)) goto fail;
+    for (int l = 0; l < m->cfg.n_dec; l++) {
+        const t5_block *b = &m->dec[l];
+        const qkv_nn_linear *lin[] = {&b->self.q, &b->self.k, &b->self.v, &b->self.o, &b->cross.q, &b->cross.o,
+                                      &b->wi, &b->wo};
+        for (size_t j = 0; j < sizeof lin / sizeof lin[0]; j++)
+            if (qkv__packs_allow(s->packs, lin[j]->weight)) goto fail;
+    }
+    qkv__ctx_set_packs(w, s->packs);
     return (qkv_decoder_state *)s;
 fail:
     t5_free_state((qkv_decoder_state *)s);
@@ -319,12 +336,9 @@ static qkv_tensor *self_step(t5_state *s, int l, qkv_tensor *h, qkv_tensor *bias
 static qkv_tensor *cross_step(t5_state *s, int l, qkv_tensor *h, qkv_tensor **weights) {
     qkv_ctx *w = s->kv.work;
     const t5_attn *a = &s->m->dec[l].cross;
-    qkv_sdpa_opts o = qkv_sdpa_defaults();
-    o.scale = 1.0f;
-    o.key_padding = s->kv.pad;
-    o.weights = weights;
-    qkv_tensor *q = heads(w, qkv_nn_linear_forward(w, &a->q, h), s->m->cfg.n_heads);
-    return qkv_nn_linear_forward(w, &a->o, merge(w, qkv_sdpa(w, q, s->kv.ck[l], s->kv.cv[l], &o)));
+    qkv_tensor *q = qkv_nn_linear_forward(w, &a->q, h);
+    if (!q) return NULL;
+    return qkv_nn_linear_forward(w, &a->o, qkv__s2s_state_cross(&s->kv, l, q, 1.0f, weights)); /* T5: no 1/sqrt(dk) */
 }
 
 static qkv_status t5_step(qkv_decoder_state *st, const int32_t *tokens, float *logprobs, float *attn) {

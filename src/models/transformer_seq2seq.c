@@ -82,8 +82,9 @@ qkv_tensor *qkv_tf_s2s_forward_maps(qkv_ctx *ctx, const qkv_tf_s2s *m, qkv_tenso
 
 /* ---- incremental decoding ----
  * Per decoder layer the state keeps the self-attention keys and values of every step so far ([rows, Tmax, H, dh],
- * written one step at a time) and the cross-attention keys and values of the encoder memory ([rows, H, S, dh],
- * projected once). A step then costs O(t) attention instead of re-running the whole prefix. */
+ * written one step at a time) and the cross-attention keys and values of the encoder memory ([n_src, H, S, dh],
+ * projected once, read by each row through its source). A step then costs O(t) attention instead of re-running
+ * the whole prefix. */
 
 /* The decoder's qkv_decoder_state (decoder.h keeps it opaque; each model has its own). */
 typedef struct tf_state {
@@ -149,17 +150,17 @@ static qkv_decoder_state *tf_start(const qkv_model *model, const int32_t *src, c
         }
     qkv_nn_attn_mask smask = {.key_padding = pad};
     qkv_tensor *xs = qkv_nn_posenc_forward(w, &m->pe, qkv_nn_embedding_forward(w, &m->src_emb, ids), 0);
-    /* The cross-attention keys and values depend on the source alone: projected once per source sentence, then
-     * handed to each of its rows (a beam's K rows share them). */
+    /* The cross-attention keys and values depend on the source alone: projected and kept once per source sentence;
+     * each row reads its own source's (a beam's K rows share them, reorders never move them). */
     qkv_tensor *mem = qkv_nn_encoder_forward(w, &m->tf.encoder, xs, &smask, NULL);
-    if (!mem || qkv__s2s_state_pad(&s->kv, pad, row_src) != QKV_OK) goto fail;
+    if (!mem || qkv__s2s_state_pad(&s->kv, pad, H, d / H) != QKV_OK) goto fail;
     for (int l = 0; l < m->tf.decoder.num_layers; l++) {
         const qkv_nn_mha *ca = &m->tf.decoder.layers[l].multihead_attn;
-        qkv_tensor *kk = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
-                                                                 proj_block(w, ca->in_proj_bias, 1, d)), H), 0, row_src);
-        qkv_tensor *vv = qkv_index_select(w, heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
-                                                                 proj_block(w, ca->in_proj_bias, 2, d)), H), 0, row_src);
-        if (qkv__s2s_state_layer(&s->kv, l, kk, vv, H, d / H) != QKV_OK) goto fail;
+        qkv_tensor *kk = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 1, d),
+                                             proj_block(w, ca->in_proj_bias, 1, d)), H);
+        qkv_tensor *vv = heads(w, qkv_linear(w, mem, proj_block(w, ca->in_proj_weight, 2, d),
+                                             proj_block(w, ca->in_proj_bias, 2, d)), H);
+        if (qkv__s2s_state_layer(&s->kv, l, kk, vv) != QKV_OK) goto fail;
     }
     qkv__s2s_state_seal(&s->kv);
     /* Every step multiplies the live rows by the same decoder weights: packed once (ops/gemm_packed.h). */
@@ -200,10 +201,9 @@ static qkv_tensor *cross_attn_step(tf_state *s, int l, qkv_tensor *x, qkv_tensor
     const qkv_nn_mha *ca = &s->m->tf.decoder.layers[l].multihead_attn;
     int64_t H = s->m->cfg.block.nhead, d = s->m->cfg.block.d_model;
     qkv_tensor *q = qkv_linear(w, x, proj_block(w, ca->in_proj_weight, 0, d), proj_block(w, ca->in_proj_bias, 0, d));
-    qkv_sdpa_opts o = qkv_sdpa_defaults();
-    o.key_padding = s->kv.pad;
-    o.weights = weights;
-    return qkv_nn_linear_forward(w, &ca->out_proj, merge(w, qkv_sdpa(w, heads(w, q, H), s->kv.ck[l], s->kv.cv[l], &o)));
+    if (!q) return NULL;
+    qkv_tensor *o = qkv__s2s_state_cross(&s->kv, l, q, 1.0f / sqrtf((float)(d / H)), weights);
+    return qkv_nn_linear_forward(w, &ca->out_proj, o);
 }
 
 static qkv_tensor *ffn(qkv_ctx *w, const qkv_nn_decoder_layer *L, qkv_tensor *x) {

@@ -5,7 +5,7 @@
  * vector. A tile is MR rows of x against one panel with MR x 16 accumulators in registers (AVX-512: 8 rows, one
  * zmm each, two panels at once where there are two; AVX2: 4 rows, two ymm each; portable C: 4 rows). The loop runs
  * panels outside and row tiles inside, so a panel (16 K floats) stays in L1 while every row tile passes over it and
- * x stays in L2.
+ * x stays in L2; longer products run as blocks of QKV__PACKED_BLOCK_M rows, each such a pass.
  *
  * Every accumulator starts at zero and adds k = 0..K-1 in order; rows past M read a zero row and are discarded.
  * A row's result is therefore the same whatever M is and wherever the row falls in a tile. Threads split the
@@ -59,6 +59,7 @@ struct qkv__pack {
     int64_t n, k, panels;
     float *p;    /* [panels][k][NR] */
     float *zero; /* [k] zeros: the row a tile reads past M */
+    int refs;    /* holders: the decoding states' packs and the thread's pack cache (qkv__pack_cache_open) */
 };
 
 typedef void (*tile_fn)(const float *const *xr, const float *panel, int64_t K, float *t);
@@ -172,6 +173,7 @@ qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
     p->n = N;
     p->k = K;
     p->panels = panels;
+    p->refs = 1;
     p->p = mem;
     for (int64_t q = 0; q < panels; q++) {
         float *P = p->p + q * K * NR;
@@ -188,15 +190,15 @@ qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
 }
 
 void qkv__pack_free(qkv__pack *p) {
-    if (!p) return;
+    if (!p || --p->refs > 0) return;
     free(p->p);
     free(p->zero);
     free(p);
 }
 
-void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
-                    bool accumulate) {
-    if (M <= 0) return;
+/* One pass of the panels over M (1..QKV__PACKED_BLOCK_M) rows of x. */
+static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                       bool accumulate) {
     tile_fn tile = tile_generic, tile2 = NULL; /* tile2: two adjacent panels at once, where the path has it */
     int mr = 4;
 #if QKV_X86_KERNELS
@@ -234,6 +236,14 @@ void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, 
                 }
             }
         }
+    }
+}
+
+void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                    bool accumulate) {
+    for (int64_t i0 = 0; i0 < M; i0 += QKV__PACKED_BLOCK_M) {
+        int64_t m = M - i0 < QKV__PACKED_BLOCK_M ? M - i0 : QKV__PACKED_BLOCK_M;
+        gemm_block(p, m, x + i0 * ldx, ldx, y + i0 * ldy, ldy, accumulate);
     }
 }
 
@@ -291,6 +301,42 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w) {
     return QKV_OK;
 }
 
+/* ---- the thread's pack cache ---- */
+
+/* Packs kept across decoding states while a cache is open on this thread (gemm_packed.h). Per thread, so no lock:
+ * a decoding state lives on the thread that steps it. */
+static _Thread_local struct {
+    int depth;
+    entry *e;
+    int n_e, cap_e;
+} cache;
+
+void qkv__pack_cache_open(void) { cache.depth++; }
+
+void qkv__pack_cache_close(void) {
+    if (cache.depth < 1 || --cache.depth > 0) return;
+    for (int i = 0; i < cache.n_e; i++) qkv__pack_free(cache.e[i].p);
+    free(cache.e);
+    cache.e = NULL;
+    cache.n_e = cache.cap_e = 0;
+}
+
+/* The pack of W [N, K]: the open cache's, else a new one (kept in the open cache too). One reference for the caller.
+ * NULL when out of memory. */
+static qkv__pack *pack_for(const float *W, int64_t N, int64_t K) {
+    for (int i = 0; cache.depth > 0 && i < cache.n_e; i++)
+        if (cache.e[i].w == W && cache.e[i].n == N && cache.e[i].k == K) {
+            cache.e[i].p->refs++;
+            return cache.e[i].p;
+        }
+    qkv__pack *p = qkv__pack_new(W, N, K);
+    if (p && cache.depth > 0 && grow((void **)&cache.e, cache.n_e, &cache.cap_e, sizeof *cache.e)) {
+        p->refs++;
+        cache.e[cache.n_e++] = (entry){W, N, K, p};
+    }
+    return p;
+}
+
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate) {
     qkv__packs *ps = qkv__ctx_packs(ctx);
@@ -304,7 +350,7 @@ bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const fl
         for (int i = 0; i < ps->n_allow && !allowed; i++)
             allowed = W >= ps->allow[i].lo && W + N * K <= ps->allow[i].hi;
         if (!allowed || !grow((void **)&ps->e, ps->n_e, &ps->cap_e, sizeof *ps->e)) return false;
-        qkv__pack *np = qkv__pack_new(W, N, K);
+        qkv__pack *np = pack_for(W, N, K);
         if (!np) return false;
         ps->e[ps->n_e++] = (entry){W, N, K, np};
         p = np;

@@ -5,7 +5,7 @@
  * (at M <= 64 that copy costs as much as the product), so a decoding state packs each weight once and its steps
  * run a kernel over the packed panels. Each output row is computed alone, over k in order, whatever M and the
  * row's position in the tile: a row's result does not depend on what it is batched with (the same bits for M = 1
- * and M = 64, up to QKV__PACKED_MAX_M rows). Paths per instruction set (core/isa.h) agree to rounding.
+ * and M = 256). Paths per instruction set (core/isa.h) agree to rounding.
  *
  * Use from a model: a decoding state makes a qkv__packs, names the weights its steps may multiply by
  * (qkv__packs_allow: parameters, never per-step data, since a pack is made once and trusted until freed) and hangs
@@ -34,9 +34,14 @@ void qkv__pack_free(qkv__pack *p);
 void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
                     bool accumulate);
 
-/* Most rows a context's product takes the packed path for. Beyond, BLAS's own blocking is faster (at 256 rows by
- * an 8000 x 256 weight, 143 against 108 GFLOP/s on one AVX-512 core), and BLAS's per-call packing is amortised. */
-#define QKV__PACKED_MAX_M 128
+/* Rows of x one pass over the packed panels takes (qkv__pack_gemm runs longer products as blocks of this many rows,
+ * so a block of x stays in L2 while the panels stream past it). */
+#define QKV__PACKED_BLOCK_M 128
+/* Most rows a context's product takes the packed path for: a beam of 4 over 64 sentences. On one AVX-512 core
+ * (CPU time, loaded machine) the packed passes match BLAS at 256 rows (8000 x 256 weight: 163 against 168 GFLOP/s;
+ * 1024 x 256: 182 against 171) and fall behind at 512 (135 against 165), where BLAS's per-call packing is
+ * amortised. */
+#define QKV__PACKED_MAX_M 256
 
 /* The packs of one decoding state: which weights may be packed, and the packs made so far. */
 typedef struct qkv__packs qkv__packs;
@@ -51,6 +56,14 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
  * not allowed, M < 2 with no pack yet, M > QKV__PACKED_MAX_M, or out of memory. */
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate);
+
+/* A pack cache on the calling thread, for a stretch of work that starts many decoding states over the same weights
+ * (qkv_decode_batch's batches): while one is open, a state packing a weight that an earlier state packed takes
+ * that pack (same bits) instead of copying the weight again; close releases what the states no longer hold. Only
+ * around work during which no packed weight changes (a model borrowed for decoding, never one being trained).
+ * Opens nest; the outermost close empties the cache. */
+void qkv__pack_cache_open(void);
+void qkv__pack_cache_close(void);
 
 QKV_INTERNAL_END
 #endif

@@ -27,6 +27,9 @@ static void gemm_one(int64_t M, int64_t N, int64_t K, float alpha, const float *
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+/* Multiply-adds below which a batch of products runs on the calling thread. */
+#define GEMM_BATCH_PAR_MIN (1 << 20)
+
 /* C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for every index b of the batch shape. `serial` when several batch
  * entries write the same C block (C broadcast), which must not run concurrently. */
 static void gemm_batch(int nb, const int64_t *bshape, int64_t M, int64_t N, int64_t K, float alpha, mat_t A,
@@ -34,8 +37,10 @@ static void gemm_batch(int nb, const int64_t *bshape, int64_t M, int64_t N, int6
     int64_t count = 1;
     for (int d = 0; d < nb; d++) count *= bshape[d];
     /* Many products: one per thread, each single-threaded inside BLAS (the OpenMP build of OpenBLAS keeps a call
-     * made inside a parallel region on its thread). */
-    bool par = !serial && count > 1;
+     * made inside a parallel region on its thread). Not for a few tiny ones (a decoding step's attention over a
+     * short source: 64 products of 1 x 32 x 256): waking the team costs more than the work, and on a loaded machine
+     * a region can wait a whole time slice for its second thread. Each product is one call either way. */
+    bool par = !serial && count > 1 && (double)count * (double)M * (double)N * (double)K >= GEMM_BATCH_PAR_MIN;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < count; b++) {
         int64_t rem = b, oa = 0, ob = 0, oc = 0;
