@@ -403,8 +403,14 @@ TEST(dropout_semantics) {
     qkv_tensor *y = qkv_sdpa(c, q, k, v, &o);
     CHECK_NN(y);
     CHECK(qkv_ctx_rng(c)->counter == (uint64_t)(B * H * Tq * Tk + 3) / 4);
-    int64_t zeros = 0, n = B * H * Tq * Tk;
-    for (int64_t i = 0; w && i < n; i++) zeros += qkv_f32(w)[i] == 0.0f;
+    int64_t zeros = 0, n = B * H * Tq * Tk, off_stream = 0;
+    for (int64_t i = 0; w && i < n; i++) {
+        zeros += qkv_f32(w)[i] == 0.0f;
+        /* weight i (row-major) dropped exactly when number i of the counter-mode stream is below p; rows of 90 keys
+         * start mid-block, so the mask kernel's block alignment is exercised */
+        off_stream += (qkv_f32(w)[i] == 0.0f) != (qkv_rng_uniform_at(5, 0, (uint64_t)i) < 0.4f);
+    }
+    CHECKF(off_stream == 0, "%lld weights differ from the counter-mode stream", (long long)off_stream);
     double frac = (double)zeros / (double)n;
     CHECKF(fabs(frac - 0.4) < 0.03, "dropped fraction %.3f, expected 0.4", frac);
     /* Eval mode: no dropout, no RNG use; equal to p = 0. */

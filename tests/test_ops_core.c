@@ -250,6 +250,41 @@ TEST(backward_recycles_intermediate_gradients) {
     qkv_ctx_free(c);
 }
 
+TEST(large_view_and_add_gradients) {
+    /* Big enough (49,152 elements) for the threaded copies, and shaped so that every way a backward hands a
+     * gradient on is taken: reshapes and a contiguous copy take their output's buffer over, a permute writes a
+     * fresh gradient through its strides, sub gives one side the buffer and the other -g, x + x adds twice into one
+     * buffer, and a (an intermediate) collects from two paths. e = 2 (c - a'/2) with c = a' = permute(a), so
+     * dL/da = permute^-1(w) and dL/dx = (1 - a^2) permute^-1(w). */
+    enum { P = 64, Q = 32, R = 24 };
+    qkv_ctx *c = qkv_ctx_new();
+    qkv_tensor *x = gc_rand(48, -2, 2, QKV_DIMS(P, Q, R)), *w = gc_rand(49, -1, 1, QKV_DIMS(R, P, Q));
+    qkv_tensor_set_requires_grad(x, true);
+    for (int pass = 0; pass < 2; pass++) { /* the second pass runs on recycled buffers */
+        qkv_ctx_reset(c);
+        qkv_tensor_zero_grad(x);
+        qkv_tensor *a = qkv_tanh(c, x);
+        qkv_tensor *r = qkv_reshape(c, qkv_reshape(c, a, QKV_DIMS(P, Q * R)), QKV_DIMS(P, Q, R));
+        qkv_tensor *cp = qkv_contiguous(c, qkv_permute(c, r, (const int[]){2, 0, 1}));
+        qkv_tensor *s = qkv_sub(c, cp, qkv_scale(c, qkv_permute(c, a, (const int[]){2, 0, 1}), 0.5f));
+        qkv_tensor *e = qkv_add(c, s, s);
+        CHECK_OK(qkv_backward(c, qkv_sum_all(c, qkv_mul(c, e, w))));
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; x->grad && i < P; i++)
+        for (int64_t j = 0; j < Q; j++)
+            for (int64_t k = 0; k < R; k++) {
+                float t = tanhf(qkv_f32(x)[(i * Q + j) * R + k]);
+                float expect = (1.0f - t * t) * qkv_f32(w)[(k * P + i) * Q + j];
+                bad += fabsf(qkv_f32(x->grad)[(i * Q + j) * R + k] - expect) > 1e-5f;
+            }
+    CHECK(x->grad != NULL);
+    CHECKF(bad == 0, "%lld gradient elements differ from (1 - tanh^2) w", (long long)bad);
+    qkv_tensor_free(x);
+    qkv_tensor_free(w);
+    qkv_ctx_free(c);
+}
+
 TEST(backward_with_never_writes_its_argument) {
     qkv_ctx *c = qkv_ctx_new();
     qkv_tensor *w = gc_rand(45, -1, 1, QKV_DIMS(2, 2)), *g = gc_rand(46, -1, 1, QKV_DIMS(2, 2));
@@ -403,6 +438,7 @@ int main(void) {
     RUN(steady_state_allocates_nothing);
     RUN(gradients_accumulate);
     RUN(backward_recycles_intermediate_gradients);
+    RUN(large_view_and_add_gradients);
     RUN(backward_with_never_writes_its_argument);
     RUN(intermediate_gradients_are_readable);
     RUN(pytorch_fixtures);

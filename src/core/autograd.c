@@ -124,7 +124,8 @@ qkv_tensor *qkv__view(qkv_ctx *ctx, const qkv_tensor *src) {
 const float *qkv__contig_data(qkv_ctx *ctx, const qkv_tensor *x) {
     if (qkv_is_contiguous(x)) return x->data;
     qkv_tensor *c = qkv_ctx_tensor(ctx, x->dtype, x->ndim, x->shape);
-    if (!c || qkv_tensor_copy(c, x) != QKV_OK) return NULL;
+    if (!c) return NULL;
+    qkv__gather_strided(c->data, x); /* new arena memory: no overlap with x */
     return c->data;
 }
 
@@ -193,7 +194,7 @@ qkv_tensor *qkv_grad_for(qkv_ctx *ctx, qkv_tensor *t) {
             t->grad = qkv_tensor_new(QKV_F32, t->ndim, t->shape);
         } else {
             t->grad = grad_tensor(ctx, t);
-            if (t->grad) memset(t->grad->data, 0, grad_bytes(t));
+            if (t->grad) qkv__zero_floats(t->grad->data, qkv_numel(t));
         }
     }
     return t->grad;
@@ -209,6 +210,21 @@ qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh) {
     t->grad = grad_tensor(ctx, t);
     *fresh = t->grad != NULL;
     return t->grad;
+}
+
+qkv_tensor *qkv__grad_adopt(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *y) {
+    /* y's buffer must be the tape's to give away: not kept for the user, not theirs, not read by an earlier node. */
+    const uint32_t y_keeps = QKV_FLAG_RETAIN_GRAD | QKV_FLAG_HEAP | QKV__FLAG_BORROWED_GRAD | QKV__FLAG_SHARED_OUT;
+    if (!x || !y || x == y || !(x->flags & QKV_FLAG_REQUIRES_GRAD) || x->grad || (x->flags & QKV_FLAG_HEAP) ||
+        !y->grad || (y->flags & y_keeps) || qkv_numel(x) != qkv_numel(y) || qkv_numel(y->grad) != qkv_numel(y))
+        return NULL;
+    qkv_tensor *g = qkv__arena_alloc(&ctx->arena, sizeof *g);
+    if (!g) return NULL;
+    qkv__header(g, QKV_F32, x->ndim, x->shape);
+    g->data = y->grad->data;
+    x->grad = g;
+    y->grad = NULL; /* spare_push then skips y: the buffer lives on as x's gradient */
+    return g;
 }
 
 /* Before a pass: intermediate gradients from an earlier pass over the same tape are dropped (as PyTorch frees

@@ -38,6 +38,24 @@ bool qkv__check_f32(const char *op, const qkv_tensor *t, const char *arg);
 /* Like qkv_grad_for, but when the gradient buffer is created by this call it is left uninitialised and *fresh is
  * set: the caller must then overwrite every element instead of accumulating. */
 qkv_tensor *qkv__grad_fresh(qkv_ctx *ctx, qkv_tensor *t, bool *fresh);
+/* x's gradient taken over from y's: when y's gradient holds x's gradient elements in x's row-major order (y is a
+ * reshape or a contiguous copy of x, or an add of x), the node producing y is running its backward (its last
+ * reader), x has no gradient yet and is an intermediate, and y's buffer is the tape's own (not retained, borrowed
+ * or read by another node), the buffer becomes x's gradient and y's is dropped: no copy, no zero-fill. NULL when
+ * it cannot; the caller then writes or adds into a gradient of its own. */
+qkv_tensor *qkv__grad_adopt(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *y);
+
+/* Bulk float moves (core/strided.c), over threads when large; each element's arithmetic is the serial loop's. */
+void qkv__zero_floats(float *dst, int64_t n);
+/* dst = s * src, or dst += s * src with accumulate (s = 1 or -1 are exact). */
+void qkv__move_floats(float *dst, float s, const float *src, int64_t n, bool accumulate);
+/* dst (row-major in v's shape) = the 4-byte elements of the strided view v. dst must not overlap v's data. */
+void qkv__gather_strided(void *dst, const qkv_tensor *v);
+/* base[offset of element k of map's (shape, stride) walk] = src[k], or += with accumulate; map->data is ignored.
+ * Without accumulate the walk must reach every offset at most once. */
+void qkv__scatter_strided(float *base, const qkv_tensor *map, const float *src, bool accumulate);
+/* True when map's (shape, stride) walk reaches no offset twice (a permute, reshape or slice; not a broadcast). */
+bool qkv__strided_injective(const qkv_tensor *map);
 
 /* The packed weights ops may use in this context (ops/gemm_packed.h), borrowed from their owner (a decoding
  * state); NULL: none, every product goes to BLAS. Core only carries the pointer. */

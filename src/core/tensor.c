@@ -125,7 +125,7 @@ void qkv_tensor_set_requires_grad(qkv_tensor *t, bool on) {
 void qkv_tensor_retain_grad(qkv_tensor *t) { t->flags |= QKV_FLAG_RETAIN_GRAD; }
 
 void qkv_tensor_zero_grad(qkv_tensor *t) {
-    if (t->grad) memset(t->grad->data, 0, (size_t)qkv_numel(t->grad) * sizeof(float));
+    if (t->grad) qkv__zero_floats(t->grad->data, qkv_numel(t->grad));
 }
 
 void qkv_tensor_fill(qkv_tensor *t, float value) {

@@ -8,59 +8,57 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
+#include "core/philox_lanes.h"
 #include "qkv/ops.h"
 #include "qkv/rng.h"
 
 #define PAR_MIN (1 << 15)
-#define LANES 16              /* Philox blocks generated together */
-#define BLOCKS_PER_CHUNK 1024 /* 4096 elements per thread work item; a multiple of LANES */
+#define LANES QKV_PHILOX_LANES /* Philox blocks generated together */
+#define BLOCKS_PER_CHUNK 1024  /* 4096 elements per thread work item; a multiple of LANES */
 
-/* LANES consecutive Philox4x32-10 blocks (counters ctr, ctr + 1, ...) at once, bit-identical to qkv_philox4x32()
- * in src/core/rng.c (the dropout test checks every element against qkv_rng_uniform_at). Written lane-parallel so
- * gcc vectorises the 32x32->64-bit products; a call per block was most of dropout's time. */
-static void philox_lanes(uint64_t key, uint64_t ctr, uint32_t out[4][LANES]) {
-    uint32_t c0[LANES], c1[LANES], c2[LANES], c3[LANES];
-    for (int l = 0; l < LANES; l++) {
-        uint64_t c = ctr + (uint64_t)l;
-        c0[l] = (uint32_t)c;
-        c1[l] = (uint32_t)(c >> 32);
-        c2[l] = 0;
-        c3[l] = 0;
-    }
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-    for (int r = 0; r < 10; r++) {
-#pragma omp simd /* without it gcc unrolls the lanes and then fails to vectorise the widening multiplies */
-        for (int l = 0; l < LANES; l++) {
-            uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
-            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
-            c1[l] = (uint32_t)p1;
-            c3[l] = (uint32_t)p0;
-            c0[l] = n0;
-            c2[l] = n2;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    for (int l = 0; l < LANES; l++) {
-        out[0][l] = c0[l];
-        out[1][l] = c1[l];
-        out[2][l] = c2[l];
-        out[3][l] = c3[l];
-    }
-}
-
+/* dx = dy * keep / (1 - p), written into a fresh gradient or added. */
 static qkv_status dropout_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
+    bool fresh;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, nd->in[0], &fresh);
     if (!gx) return QKV_OK;
     const unsigned char *restrict keep = nd->saved;
     const float *restrict dy = nd->out->grad->data;
     float *restrict dx = gx->data;
     float scale = (float)nd->f[0];
     int64_t n = qkv_numel(gx);
+    if (fresh) {
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (keep[i] ? scale : 0.0f);
+    } else {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+    }
     return QKV_OK;
 }
+
+/* Mask and output of the blocks [b0, b1) (elements 4 b0 .. 4 b1, clipped to n). Compiled per instruction set
+ * (core/isa.h): the Philox lanes are most of the work. */
+QKV_KERNEL_BODY void chunk_body(uint64_t seed, uint64_t base, int64_t b0, int64_t b1, int64_t n, float p, float scale,
+                                const float *restrict src, float *restrict dst, unsigned char *restrict keep) {
+    for (int64_t b = b0; b < b1; b += LANES) {
+        uint32_t r[4][LANES];
+        qkv__philox_lanes(seed, base + (uint64_t)b, r);
+        /* Element 4 * (b + l) + w takes word w of block b + l. */
+        float u[4 * LANES];
+        for (int l = 0; l < LANES; l++)
+            for (int w = 0; w < 4; w++) u[4 * l + w] = qkv__philox_unit(r[w][l]);
+        int64_t e0 = 4 * b, len = n - e0 < 4 * LANES ? n - e0 : 4 * LANES;
+        for (int64_t k = 0; k < len; k++) {
+            keep[e0 + k] = u[k] >= p;
+            dst[e0 + k] = src[e0 + k] * (u[k] >= p ? scale : 0.0f); /* a product: NaN/inf propagate as torch */
+        }
+    }
+}
+QKV_ISA_KERNEL_VOID(chunk,
+                    (uint64_t seed, uint64_t base, int64_t b0, int64_t b1, int64_t n, float p, float scale,
+                     const float *restrict src, float *restrict dst, unsigned char *restrict keep),
+                    (seed, base, b0, b1, n, p, scale, src, dst, keep))
 
 qkv_tensor *qkv_dropout(qkv_ctx *ctx, qkv_tensor *x, float p) {
     if (!x) return NULL;
@@ -84,19 +82,7 @@ qkv_tensor *qkv_dropout(qkv_ctx *ctx, qkv_tensor *x, float p) {
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t b1 = (c + 1) * BLOCKS_PER_CHUNK;
         if (b1 > (int64_t)nblocks) b1 = (int64_t)nblocks;
-        for (int64_t b = c * BLOCKS_PER_CHUNK; b < b1; b += LANES) {
-            uint32_t r[4][LANES];
-            philox_lanes(seed, base + (uint64_t)b, r);
-            /* Element 4 * (b + l) + w takes word w of block b + l. */
-            float u[4 * LANES];
-            for (int l = 0; l < LANES; l++)
-                for (int w = 0; w < 4; w++) u[4 * l + w] = (float)(r[w][l] >> 8) * (1.0f / 16777216.0f);
-            int64_t e0 = 4 * b, len = n - e0 < 4 * LANES ? n - e0 : 4 * LANES;
-            for (int64_t k = 0; k < len; k++) {
-                keep[e0 + k] = u[k] >= p;
-                dst[e0 + k] = src[e0 + k] * (u[k] >= p ? scale : 0.0f); /* a product: NaN/inf propagate as torch */
-            }
-        }
+        chunk(seed, base, c * BLOCKS_PER_CHUNK, b1, n, p, scale, src, dst, keep);
     }
     qkv_node *nd = qkv_record(ctx, out, "dropout", dropout_backward, 1, &x);
     if (nd) {

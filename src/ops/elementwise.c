@@ -103,10 +103,32 @@ void qkv__reduce_broadcast_add(float *dst, const qkv_tensor *like, const float *
     }
 }
 
+/* Input x's share of the gradient, s * src (src contiguous in out's shape). An input of out's own shape takes it
+ * straight: as out's buffer itself when `may_adopt` (src is out's gradient, s = 1), else written into a fresh
+ * gradient or added, over threads. A broadcast input sums it over the broadcast dimensions. */
+static void grad_side(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *out, const float *src, float s, bool may_adopt,
+                      float *scratch) {
+    int64_t numel = qkv_numel(out);
+    if (qkv_same_shape(x, out)) {
+        if (may_adopt && qkv__grad_adopt(ctx, x, out)) return;
+        bool fresh;
+        qkv_tensor *gx = qkv__grad_fresh(ctx, x, &fresh);
+        if (gx) qkv__move_floats(gx->data, s, src, numel, !fresh);
+        return;
+    }
+    qkv_tensor *gx = qkv_grad_for(ctx, x);
+    if (!gx) return;
+    if (s != 1.0f) {
+        for (int64_t i = 0; i < numel; i++) scratch[i] = s * src[i];
+        src = scratch;
+    }
+    qkv__reduce_broadcast_add(gx->data, x, src, out->ndim, out->shape);
+}
+
 static qkv_status binary_backward(qkv_ctx *ctx, qkv_node *nd) {
     binop op = (binop)nd->i[0];
     qkv_tensor *a = nd->in[0], *b = nd->in[1], *out = nd->out;
-    qkv_tensor *ga = qkv_grad_for(ctx, a), *gb = qkv_grad_for(ctx, b);
+    bool want_a = a->flags & QKV_FLAG_REQUIRES_GRAD, want_b = b->flags & QKV_FLAG_REQUIRES_GRAD;
     const float *g = out->grad->data;
     int n = out->ndim;
     int64_t numel = qkv_numel(out), sa[QKV_MAX_DIMS], sb[QKV_MAX_DIMS], sg[QKV_MAX_DIMS];
@@ -114,11 +136,12 @@ static qkv_status binary_backward(qkv_ctx *ctx, qkv_node *nd) {
     aligned_strides(b, b->stride, n, sb);
     aligned_strides(out, out->grad->stride, n, sg);
     float *tmp = NULL;
-    if ((op == OP_MUL || op == OP_DIV) && (ga || gb)) {
+    if (op != OP_ADD && (want_a || want_b)) { /* products, quotients, a negated broadcast share */
         tmp = qkv_ctx_alloc(ctx, (size_t)(numel ? numel : 1) * sizeof(float));
         if (!tmp) return qkv_last_status();
     }
-    if (ga) {
+    /* Of add and sub, a takes out's gradient buffer when it can (x + x adds twice into one buffer: no hand-over). */
+    if (want_a) {
         const float *src = g;
         if (op == OP_MUL) { /* g * b */
             binary_kernel(OP_MUL, tmp, n, out->shape, g, sg, b->data, sb);
@@ -127,10 +150,11 @@ static qkv_status binary_backward(qkv_ctx *ctx, qkv_node *nd) {
             binary_kernel(OP_DIV, tmp, n, out->shape, g, sg, b->data, sb);
             src = tmp;
         }
-        qkv__reduce_broadcast_add(ga->data, a, src, n, out->shape);
+        grad_side(ctx, a, out, src, 1.0f, src == g && a != b, tmp);
     }
-    if (gb) {
+    if (want_b) {
         const float *src = g;
+        float s = 1.0f;
         if (op == OP_MUL) { /* g * a */
             binary_kernel(OP_MUL, tmp, n, out->shape, g, sg, a->data, sa);
             src = tmp;
@@ -142,12 +166,9 @@ static qkv_status binary_backward(qkv_ctx *ctx, qkv_node *nd) {
             for (int64_t i = 0; i < numel; i++) tmp[i] = -tmp[i];
             src = tmp;
         } else if (op == OP_SUB) {
-            float *neg = qkv_ctx_alloc(ctx, (size_t)(numel ? numel : 1) * sizeof(float));
-            if (!neg) return qkv_last_status();
-            for (int64_t i = 0; i < numel; i++) neg[i] = -g[i];
-            src = neg;
+            s = -1.0f;
         }
-        qkv__reduce_broadcast_add(gb->data, b, src, n, out->shape);
+        grad_side(ctx, b, out, src, s, op == OP_ADD && a != b, tmp);
     }
     return QKV_OK;
 }
@@ -177,12 +198,9 @@ qkv_tensor *qkv_div(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) { return binary(
 /* ---- affine: x * s + c ------------------------------------------------------------------------------------- */
 
 static qkv_status affine_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
-    if (!gx) return QKV_OK;
-    const float *g = nd->out->grad->data;
-    float *d = gx->data, s = (float)nd->f[0];
-    int64_t n = qkv_numel(gx);
-    for (int64_t i = 0; i < n; i++) d[i] += s * g[i];
+    bool fresh;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, nd->in[0], &fresh);
+    if (gx) qkv__move_floats(gx->data, (float)nd->f[0], nd->out->grad->data, qkv_numel(gx), !fresh);
     return QKV_OK;
 }
 

@@ -81,8 +81,8 @@ QKV_ISA_KERNEL_VOID(fwd_row,
                      int64_t D, float eps, float *mean, float *mlo, float *rstd),
                     (yr, xr, g, b, D, eps, mean, mlo, rstd))
 
-/* dx of one row (gh: scratch of D floats). */
-QKV_KERNEL_BODY void dx_row_body(float *restrict dr, float *restrict gh, const float *restrict xr,
+/* dx of one row (gh: scratch of D floats), written (a fresh gradient) or added with `add`. */
+QKV_KERNEL_BODY void dx_row_body(bool add, float *restrict dr, float *restrict gh, const float *restrict xr,
                                  const float *restrict gr, const float *restrict gamma, int64_t D, float m, float ml,
                                  float rs) {
     if (gamma) {
@@ -99,12 +99,16 @@ QKV_KERNEL_BODY void dx_row_body(float *restrict dr, float *restrict gh, const f
     for (int w = LANES / 2; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     float mean_gh = qkv__row_sum(gh, D) / (float)D, mean_ghx = acc[0] * rs / (float)D;
-    for (int64_t d = 0; d < D; d++) dr[d] += rs * (gh[d] - mean_gh - (xr[d] - m - ml) * rs * mean_ghx);
+    if (add) {
+        for (int64_t d = 0; d < D; d++) dr[d] += rs * (gh[d] - mean_gh - (xr[d] - m - ml) * rs * mean_ghx);
+    } else {
+        for (int64_t d = 0; d < D; d++) dr[d] = rs * (gh[d] - mean_gh - (xr[d] - m - ml) * rs * mean_ghx);
+    }
 }
 QKV_ISA_KERNEL_VOID(dx_row,
-                    (float *restrict dr, float *restrict gh, const float *restrict xr, const float *restrict gr,
-                     const float *restrict gamma, int64_t D, float m, float ml, float rs),
-                    (dr, gh, xr, gr, gamma, D, m, ml, rs))
+                    (bool add, float *restrict dr, float *restrict gh, const float *restrict xr,
+                     const float *restrict gr, const float *restrict gamma, int64_t D, float m, float ml, float rs),
+                    (add, dr, gh, xr, gr, gamma, D, m, ml, rs))
 
 /* dgamma and dbeta of the columns [lo, lo + COL_BLOCK). */
 QKV_KERNEL_BODY void col_sums_body(float *dg, float *db, const float *x, const float *dy, const float *mean,
@@ -130,7 +134,8 @@ QKV_ISA_KERNEL_VOID(col_sums,
                     (dg, db, x, dy, mean, mlo, rstd, rows, D, lo))
 
 static qkv_status layer_norm_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
+    bool fresh;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, nd->in[0], &fresh);
     qkv_tensor *ggamma = qkv_grad_for(ctx, nd->in[1]), *gbeta = qkv_grad_for(ctx, nd->in[2]);
     const ln_saved *s = nd->saved;
     int64_t rows = nd->i[0], D = nd->i[1];
@@ -143,7 +148,7 @@ static qkv_status layer_norm_backward(qkv_ctx *ctx, qkv_node *nd) {
         float *dx = gx->data;
 #pragma omp parallel for schedule(static) if (par && rows > 1)
         for (int64_t r = 0; r < rows; r++)
-            dx_row(dx + r * D, tmp + r * D, x + r * D, dy + r * D, gamma, D, mean[r], mlo[r], rstd[r]);
+            dx_row(!fresh, dx + r * D, tmp + r * D, x + r * D, dy + r * D, gamma, D, mean[r], mlo[r], rstd[r]);
     }
     if (ggamma || gbeta) {
         float *dg = ggamma ? ggamma->data : NULL, *db = gbeta ? gbeta->data : NULL;

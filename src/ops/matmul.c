@@ -266,6 +266,22 @@ qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
 
 /* ---- linear: y = x W^T + b, x folded to [R, in] ------------------------------------------------------------ */
 
+/* db[j] += sum over rows of dy[r, j], the rows in order for every j. Threads take blocks of columns, so each sum
+ * is the serial loop's whatever the thread count. */
+#define BIAS_COLS 64
+static void bias_grad(float *restrict db, const float *restrict dy, int64_t R, int64_t out) {
+    int64_t nblocks = (out + BIAS_COLS - 1) / BIAS_COLS;
+#pragma omp parallel for schedule(static) if (R * out > (1 << 15) && nblocks > 1)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        int64_t lo = blk * BIAS_COLS, w = out - lo < BIAS_COLS ? out - lo : BIAS_COLS;
+        float *g = db + lo;
+        for (int64_t r = 0; r < R; r++) {
+            const float *row = dy + r * out + lo;
+            for (int64_t j = 0; j < w; j++) g[j] += row[j];
+        }
+    }
+}
+
 static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
     qkv_tensor *x = n->in[0], *w = n->in[1], *bias = n->n_in > 2 ? n->in[2] : NULL;
     int64_t R = n->i[0], in = n->i[1], out = n->i[2];
@@ -276,13 +292,7 @@ static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
         gemm_one(R, in, out, 1.0f, dy, false, out, w->data, false, in, fx ? 0.0f : 1.0f, gx->data, in);
     if (gw) /* dW[out,in] += dy^T[out,R] x[R,in] */
         gemm_one(out, in, R, 1.0f, dy, true, out, x->data, false, in, fw ? 0.0f : 1.0f, gw->data, in);
-    if (gb) {
-        float *g = gb->data;
-        for (int64_t r = 0; r < R; r++) {
-            const float *row = dy + r * out;
-            for (int64_t j = 0; j < out; j++) g[j] += row[j];
-        }
-    }
+    if (gb) bias_grad(gb->data, dy, R, out);
     return QKV_OK;
 }
 
@@ -311,6 +321,7 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
     float *yp = y->data;
     if (bias) {
         const float *bp = bias->data;
+#pragma omp parallel for schedule(static) if (R * out > (1 << 18)) /* a decoding step stays on its thread */
         for (int64_t r = 0; r < R; r++) memcpy(yp + r * out, bp, (size_t)out * sizeof(float));
     }
     /* A decoding step's few rows by a weight its state packed (gemm_packed.h); everything else goes to BLAS. */

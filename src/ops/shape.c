@@ -14,18 +14,36 @@ typedef struct {
     int64_t offset;
 } view_saved;
 
+/* The view walks X's row-major order itself (a reshape of contiguous data): dY is dX element for element. */
+static bool identity_map(const qkv_tensor *y, const view_saved *s, int64_t x_numel) {
+    if (s->offset != 0 || qkv_numel(y) != x_numel) return false;
+    int64_t expect = 1;
+    for (int d = y->ndim - 1; d >= 0; d--) {
+        if (y->shape[d] != 1 && s->lstride[d] != expect) return false;
+        expect *= y->shape[d];
+    }
+    return true;
+}
+
 static qkv_status view_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
-    if (!gx) return QKV_OK;
-    view_saved *s = nd->saved;
-    qkv_tensor v; /* y's shape, walking dX */
-    v = *nd->out;
+    qkv_tensor *x = nd->in[0], *y = nd->out;
+    if (!(x->flags & QKV_FLAG_REQUIRES_GRAD)) return QKV_OK;
+    const view_saved *s = nd->saved;
+    const float *dy = y->grad->data;
+    const int64_t n = qkv_numel(x);
+    bool fresh = false;
+    if (identity_map(y, s, n)) { /* a reshape: hand dY over as dX, or copy / add it in order */
+        if (qkv__grad_adopt(ctx, x, y)) return QKV_OK;
+        qkv_tensor *gx = qkv__grad_fresh(ctx, x, &fresh);
+        if (gx) qkv__move_floats(gx->data, 1.0f, dy, n, !fresh);
+        return QKV_OK;
+    }
+    qkv_tensor v = *y; /* y's shape, walking dX */
     memcpy(v.stride, s->lstride, sizeof v.stride);
-    v.data = (float *)gx->data + s->offset;
-    const float *dy = nd->out->grad->data;
-    float *dx = v.data;
-    int64_t k = 0;
-    QKV_FOR_EACH_OFFSET(&v, off, dx[off] += dy[k++]);
+    /* A walk reaching every element of X once (a permute) writes a fresh dX whole: no zero-fill first. */
+    bool once = s->offset == 0 && qkv_numel(y) == n && qkv__strided_injective(&v);
+    qkv_tensor *gx = once ? qkv__grad_fresh(ctx, x, &fresh) : qkv_grad_for(ctx, x);
+    if (gx) qkv__scatter_strided((float *)gx->data + s->offset, &v, dy, !fresh);
     return QKV_OK;
 }
 
@@ -58,13 +76,13 @@ qkv_tensor *qkv__transposed_source(const qkv_tensor *t) {
 
 /* ---- contiguous (a copy, when needed) -------------------------------------------------------------------------- */
 
+/* dY of a contiguous copy is dX in the same element order: handed over, or copied / added. */
 static qkv_status copy_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
-    if (!gx) return QKV_OK;
-    const float *dy = nd->out->grad->data;
-    float *dx = gx->data;
-    int64_t n = qkv_numel(gx);
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i];
+    qkv_tensor *x = nd->in[0];
+    if (!(x->flags & QKV_FLAG_REQUIRES_GRAD) || qkv__grad_adopt(ctx, x, nd->out)) return QKV_OK;
+    bool fresh;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, x, &fresh);
+    if (gx) qkv__move_floats(gx->data, 1.0f, nd->out->grad->data, qkv_numel(gx), !fresh);
     return QKV_OK;
 }
 
@@ -72,7 +90,8 @@ qkv_tensor *qkv_contiguous(qkv_ctx *ctx, qkv_tensor *x) {
     if (!x) return NULL;
     if (qkv_is_contiguous(x)) return x;
     qkv_tensor *y = qkv__out_like(ctx, x);
-    if (!y || qkv_tensor_copy(y, x) != QKV_OK) return NULL;
+    if (!y) return NULL;
+    qkv__gather_strided(y->data, x); /* both dtypes are 4 bytes; y is new arena memory, apart from x */
     if (x->dtype == QKV_F32) qkv_record(ctx, y, "contiguous", copy_backward, 1, &x);
     return y;
 }

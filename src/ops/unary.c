@@ -103,50 +103,65 @@ QKV_KERNEL_BODY void forward_range_body(unop op, float *restrict y, const float 
 }
 QKV_ISA_KERNEL_VOID(forward_range, (unop op, float *restrict y, const float *restrict x, int64_t n), (op, y, x, n))
 
-/* dx += dy * f'(x), with y = f(x) at hand for the ops whose derivative is cheapest in terms of y. */
-QKV_KERNEL_BODY void backward_range_body(unop op, float *restrict dx, const float *restrict dy,
+/* dx[i] = v, or dx[i] += v with acc, for v as the statements given compute it from element i (two loops, so each
+ * vectorises with its own store). */
+#define DX_LOOP(...)                                                                                              \
+    do {                                                                                                          \
+        if (acc) {                                                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                                     \
+                float v;                                                                                          \
+                __VA_ARGS__;                                                                                      \
+                dx[i] += v;                                                                                       \
+            }                                                                                                     \
+        } else {                                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                                     \
+                float v;                                                                                          \
+                __VA_ARGS__;                                                                                      \
+                dx[i] = v;                                                                                        \
+            }                                                                                                     \
+        }                                                                                                         \
+    } while (0)
+
+/* dx (+)= dy * f'(x), with y = f(x) at hand for the ops whose derivative is cheapest in terms of y; acc false
+ * writes a fresh gradient. */
+QKV_KERNEL_BODY void backward_range_body(unop op, bool acc, float *restrict dx, const float *restrict dy,
                                          const float *restrict x, const float *restrict y, int64_t n) {
     switch (op) {
     case U_RELU:
-        for (int64_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        DX_LOOP(v = y[i] > 0.0f ? dy[i] : 0.0f);
         break;
     case U_GELU:
-        for (int64_t i = 0; i < n; i++) {
-            float g, cdf = gelu_phi(x[i], &g);
-            dx[i] += dy[i] * (cdf + x[i] * INV_SQRT_2PI * g);
-        }
+        DX_LOOP(float g; float cdf = gelu_phi(x[i], &g); v = dy[i] * (cdf + x[i] * INV_SQRT_2PI * g));
         break;
     case U_GELU_TANH:
-        for (int64_t i = 0; i < n; i++) {
-            float s = gelu_tanh_sig(x[i]);
-            float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * x[i] * x[i]);
-            dx[i] += dy[i] * (s + x[i] * s * (1.0f - s) * 2.0f * du);
-        }
+        DX_LOOP(float s = gelu_tanh_sig(x[i]); float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * x[i] * x[i]);
+                v = dy[i] * (s + x[i] * s * (1.0f - s) * 2.0f * du));
         break;
     case U_TANH:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+        DX_LOOP(v = dy[i] * (1.0f - y[i] * y[i]));
         break;
     case U_SIGMOID:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+        DX_LOOP(v = dy[i] * y[i] * (1.0f - y[i]));
         break;
     case U_EXP:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * y[i];
+        DX_LOOP(v = dy[i] * y[i]);
         break;
     case U_LOG:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] / x[i];
+        DX_LOOP(v = dy[i] / x[i]);
         break;
     case U_SQRT:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] / (2.0f * y[i]);
+        DX_LOOP(v = dy[i] / (2.0f * y[i]));
         break;
     }
 }
 QKV_ISA_KERNEL_VOID(backward_range,
-                    (unop op, float *restrict dx, const float *restrict dy, const float *restrict x,
+                    (unop op, bool acc, float *restrict dx, const float *restrict dy, const float *restrict x,
                      const float *restrict y, int64_t n),
-                    (op, dx, dy, x, y, n))
+                    (op, acc, dx, dy, x, y, n))
 
 static qkv_status unary_backward(qkv_ctx *ctx, qkv_node *nd) {
-    qkv_tensor *gx = qkv_grad_for(ctx, nd->in[0]);
+    bool fresh;
+    qkv_tensor *gx = qkv__grad_fresh(ctx, nd->in[0], &fresh);
     if (!gx) return QKV_OK;
     unop op = (unop)nd->i[0];
     const float *x = nd->saved, *y = nd->out->data, *dy = nd->out->grad->data;
@@ -155,7 +170,7 @@ static qkv_status unary_backward(qkv_ctx *ctx, qkv_node *nd) {
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t lo = c * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
-        backward_range(op, dx + lo, dy + lo, x + lo, y + lo, len);
+        backward_range(op, !fresh, dx + lo, dy + lo, x + lo, y + lo, len);
     }
     return QKV_OK;
 }

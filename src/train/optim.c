@@ -186,7 +186,7 @@ typedef enum { U_SGD, U_ADAM, U_ADADELTA } upd_kind;
 /* Every element of u->p through one update, in chunks split over the threads for large parameters. */
 static void run_update(upd_kind kind, const upd *u, int64_t n) {
     int64_t nchunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n > (1 << 15)) /* a 256 x 256 weight splits too */
     for (int64_t c = 0; c < nchunks; c++) {
         int64_t lo = c * CHUNK, hi = n - lo < CHUNK ? n : lo + CHUNK;
         switch (kind) {
