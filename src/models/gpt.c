@@ -278,16 +278,16 @@ QKV_ISA_KERNEL_VOID(gemv_range,
  *  - BLAS (more rows than the packed path takes, or no memory for a pack) gets one position's Bn rows a call. */
 static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const qkv_tensor *w, const qkv_tensor *bias,
                   float *y) {
-    int64_t out = w->shape[0], in = w->shape[1], first = Bn == 1 ? 1 : M;
+    int64_t out = w->shape[0], in = w->shape[1], chunk = QKV__PACKED_MAX_M;
     const float *W = w->data, *b = bias ? bias->data : NULL;
     if (b)
         for (int64_t r = 0; r < M; r++) memcpy(y + r * out, b, sizeof(float) * (size_t)out);
-    if (qkv__gemm_xwt(ctx, first, out, in, x, in, W, y, out, b != NULL)) {
-        for (int64_t r = first; r < M; r += QKV__PACKED_MAX_M) {
-            int64_t rows = M - r < QKV__PACKED_MAX_M ? M - r : QKV__PACKED_MAX_M;
-            /* the pack exists now, so this cannot decline */
-            (void)qkv__gemm_xwt(ctx, rows, out, in, x + r * in, in, W, y + r * out, out, b != NULL);
-        }
+    /* A step of more rows than the packed path takes goes to BLAS without asking. */
+    int64_t first = Bn == 1 ? 1 : M < chunk ? M : chunk;
+    if (Bn <= chunk && qkv__gemm_xwt(ctx, first, out, in, x, in, W, y, out, b != NULL)) {
+        for (int64_t r = first; r < M; r += chunk) /* the pack exists now, so these cannot decline */
+            (void)qkv__gemm_xwt(ctx, M - r < chunk ? M - r : chunk, out, in, x + r * in, in, W, y + r * out, out,
+                                b != NULL);
         return;
     }
     if (Bn == 1) {
@@ -303,22 +303,35 @@ static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const q
 }
 
 /* One query q [dh] against keys 0..n-1 of one (sequence, head): KT [dh, N] (the cache's transposed keys), Vc
- * [N, dh]; writes dh outputs, s holds n scores. Every score is its sum over e in order, whether it falls in a
- * block of 16 keys (the loop the compiler vectorises along the keys) or in the tail: the bits do not depend on n
- * or on the key's place, so a query attends the same in a step and in a prefill. */
+ * [N, dh]; writes dh outputs, s holds n scores. Every score is its sum over e in order, and every output its sum
+ * over the keys in order, whichever block (64 or 16 wide, the loops the compiler vectorises with independent
+ * accumulators) or tail it falls in: the bits do not depend on n or on a key's place, so a query attends the same
+ * in a step and in a prefill. */
+#define ATTEND_BLOCK(W)                                                                                             \
+    for (; j + (W) <= n; j += (W)) {                                                                                \
+        float acc[W] = {0};                                                                                         \
+        for (int64_t e = 0; e < dh; e++) {                                                                          \
+            const float qe = q[e], *kr = KT + e * N + j;                                                            \
+            for (int i = 0; i < (W); i++) acc[i] += qe * kr[i];                                                     \
+        }                                                                                                           \
+        for (int i = 0; i < (W); i++) s[j + i] = acc[i] * scale;                                                    \
+    }
+#define ATTEND_VALUES(W)                                                                                            \
+    for (; e0 + (W) <= dh; e0 += (W)) {                                                                             \
+        float acc[W] = {0};                                                                                         \
+        for (int64_t k = 0; k < n; k++) {                                                                           \
+            const float p = s[k], *vr = Vc + k * dh + e0;                                                           \
+            for (int i = 0; i < (W); i++) acc[i] += p * vr[i];                                                      \
+        }                                                                                                           \
+        memcpy(out + e0, acc, sizeof acc);                                                                          \
+    }
 QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict KT, const float *restrict Vc,
                                  int64_t n, int64_t N, int64_t dh, float scale, float *restrict s,
                                  float *restrict out) {
     NO_CONTRACT
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        float acc[16] = {0};
-        for (int64_t e = 0; e < dh; e++) {
-            const float qe = q[e], *kr = KT + e * N + j;
-            for (int i = 0; i < 16; i++) acc[i] += qe * kr[i];
-        }
-        for (int i = 0; i < 16; i++) s[j + i] = acc[i] * scale;
-    }
+    ATTEND_BLOCK(64)
+    ATTEND_BLOCK(16)
     for (; j < n; j++) {
         float acc = 0.0f;
         for (int64_t e = 0; e < dh; e++) acc += q[e] * KT[e * N + j];
@@ -330,12 +343,18 @@ QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict 
     float sum = 0.0f;
     for (j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
     float inv = 1.0f / sum;
-    for (int64_t e = 0; e < dh; e++) out[e] = 0.0f;
-    for (j = 0; j < n; j++) {
-        float p = s[j] * inv;
-        for (int64_t e = 0; e < dh; e++) out[e] += p * Vc[j * dh + e];
+    for (j = 0; j < n; j++) s[j] *= inv;
+    int64_t e0 = 0;
+    ATTEND_VALUES(64)
+    ATTEND_VALUES(16)
+    for (; e0 < dh; e0++) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < n; k++) acc += s[k] * Vc[k * dh + e0];
+        out[e0] = acc;
     }
 }
+#undef ATTEND_BLOCK
+#undef ATTEND_VALUES
 QKV_ISA_KERNEL_VOID(attend,
                     (const float *restrict q, const float *restrict KT, const float *restrict Vc, int64_t n, int64_t N,
                      int64_t dh, float scale, float *restrict s, float *restrict out),
@@ -430,6 +449,8 @@ qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float
     return QKV_OK;
 }
 
+#define PREFILL_ROWS 1024 /* rows (positions x sequences) a prefill runs through the blocks at once */
+
 qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, int64_t n) {
     const qkv_gpt_config *c = &d->m->cfg;
     if (n < 0 || (n > 0 && !tokens))
@@ -439,9 +460,10 @@ qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, in
                              "full)", (long long)n, (long long)d->pos, (long long)c->n_ctx);
     qkv_status st = check_tokens(d, tokens, n * d->batch);
     if (st) return st;
-    /* Positions in groups of about one packed product's rows: a group's activations stay in cache, and the
-     * groups' order is the steps' order, so each attends to the positions before it. */
-    int64_t per = QKV__PACKED_MAX_M / d->batch, pos0 = d->pos;
+    /* Positions in groups of about PREFILL_ROWS rows, in order, so that each group attends to the cache the groups
+     * before it filled. Each group reads that whole cache once per (row, head), so fewer, larger groups; the bound
+     * keeps the work tensors to about 15 MB at d_model 256 (the arena reuses them). */
+    int64_t per = PREFILL_ROWS / d->batch, pos0 = d->pos;
     if (per < 1) per = 1;
     for (int64_t t = 0; t < n; t += per) {
         int64_t k = n - t < per ? n - t : per;
