@@ -12,6 +12,7 @@
 #include "qkv/decode.h"
 #include "qkv/decode_batch.h"
 #include "qkv/model.h"
+#include "qkv/prompted.h"
 #include "test.h"
 
 static const char *const TYPES[] = {"lstm_seq2seq", "transformer_seq2seq", "gpt", "rnnlm"};
@@ -287,6 +288,76 @@ TEST(generate_batch_equals_one_prompt_at_a_time) {
     }
 }
 
+/* The GPT's prefill (a prompt but its last token in one batched pass, no output projection) changes no bit of what
+ * generation returns: qkv_generate_batch at several batch sizes, qkv_generate (its last logits too) and beam search
+ * through the prompted decoder give what the same model gives when every prompt token is a step (its type with the
+ * prefill taken out). */
+TEST(prefill_changes_nothing) {
+    built b;
+    if (!build("gpt", &b)) return;
+    CHECK(b.t->decoder->prefill != NULL);
+    qkv_decoder_ops no_prefill = *b.t->decoder;
+    no_prefill.prefill = NULL;
+    qkv_model_type stepped = *b.t;
+    stepped.decoder = &no_prefill;
+    const int32_t *prompts[N];
+    int64_t lens[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = SRC[i];
+        lens[i] = LEN[i];
+    }
+    qkv_gen_opts o = qkv_gen_defaults();
+    o.max_new_tokens = 3;
+    static const int sizes[] = {1, 4, N};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        gen_collect a = {0}, s = {0};
+        CHECK_OK(qkv_generate_batch(b.t, b.m, N, prompts, lens, &o, sizes[si], gen_take, &a));
+        CHECK_OK(qkv_generate_batch(&stepped, b.m, N, prompts, lens, &o, sizes[si], gen_take, &s));
+        for (int i = 0; i < N; i++)
+            CHECKF(a.n[i] == s.n[i] && a.end[i] == s.end[i] &&
+                       !memcmp(a.tok[i], s.tok[i], sizeof(int32_t) * (size_t)a.n[i]),
+                   "batch %d prompt %d: %lld tokens with the prefill, %lld without", sizes[si], i, (long long)a.n[i],
+                   (long long)s.n[i]);
+    }
+    qkv_lm_decoder *one = qkv_lm_decoder_new(b.t, b.m), *one_stepped = qkv_lm_decoder_new(&stepped, b.m);
+    CHECK(one && one_stepped);
+    for (int i = 0; one && one_stepped && i < N; i++) {
+        int32_t x[32], y[32];
+        int64_t nx = qkv_generate(one, prompts[i], lens[i], &o, x, 32, NULL);
+        int64_t ny = qkv_generate(one_stepped, prompts[i], lens[i], &o, y, 32, NULL);
+        CHECKF(nx == ny && nx >= 0 && !memcmp(x, y, sizeof(int32_t) * (size_t)nx) &&
+                   !memcmp(qkv_lm_decoder_logits(one), qkv_lm_decoder_logits(one_stepped),
+                           sizeof(float) * (size_t)b.d.info.vocab),
+               "generate prompt %d: %lld tokens with the prefill, %lld without, or other logits", i, (long long)nx,
+               (long long)ny);
+    }
+    qkv_lm_decoder_free(one);
+    qkv_lm_decoder_free(one_stepped);
+    qkv_decoder lm, with, without;
+    qkv_prompted pw, pn;
+    CHECK_OK(qkv_model_decoder(&stepped, b.m, &lm));
+    CHECK_OK(qkv_prompted_decoder(&b.d, &pw, &with));
+    CHECK_OK(qkv_prompted_decoder(&lm, &pn, &without));
+    qkv_decode_opts d = opts_for(&b);
+    d.beam = 3;
+    d.n_best = 2;
+    d.max_len = 4;
+    for (int i = 0; i < N; i++) {
+        d.bos = SRC[i][LEN[i] - 1]; /* the prompt's last token, fed by the search's first step */
+        qkv_hyps hw = {0}, hn = {0};
+        CHECK_OK(qkv_decode_beam(&with, SRC[i], LEN[i], &d, &hw));
+        CHECK_OK(qkv_decode_beam(&without, SRC[i], LEN[i], &d, &hn));
+        CHECKF(hw.n == hn.n, "beam prompt %d: %d and %d hypotheses", i, hw.n, hn.n);
+        for (int k = 0; k < hw.n && k < hn.n; k++)
+            CHECKF(hw.h[k].len == hn.h[k].len && hw.h[k].logprob == hn.h[k].logprob &&
+                       !memcmp(hw.h[k].tokens, hn.h[k].tokens, sizeof(int32_t) * (size_t)hw.h[k].len),
+                   "beam prompt %d hypothesis %d differs with the prefill", i, k);
+        qkv_hyps_free(&hw);
+        qkv_hyps_free(&hn);
+    }
+    unbuild(&b);
+}
+
 TEST(bad_input_is_an_error) {
     built b;
     if (!build("transformer_seq2seq", &b)) return;
@@ -314,6 +385,7 @@ int main(void) {
     RUN(beam_equals_one_at_a_time);
     RUN(sampling_does_not_depend_on_the_batch);
     RUN(generate_batch_equals_one_prompt_at_a_time);
+    RUN(prefill_changes_nothing);
     RUN(bad_input_is_an_error);
     return test_finish();
 }

@@ -4,6 +4,7 @@
  * position. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qkv/decode.h"
@@ -178,6 +179,100 @@ TEST(gpt_cached_decoding_equals_forward) {
     }
 }
 
+/* Runs ids [B, T] through a fresh decoder made for `cap` rows (cap > B: one step of all cap rows first, then a
+ * reorder down to B, so that the weights are packed before a batch of one). The first k1 positions, then the next
+ * k2, go in through qkv_gpt_decoder_prefill (prefill) or as steps; then, if shrink, a reorder keeps the last row
+ * alone; the remaining positions are steps whose logits go to out [T - k1 - k2, rows, V]. */
+static bool gpt_feed(const qkv_gpt *m, int cap, int B, const int32_t *ids, int64_t T, int64_t k1, int64_t k2,
+                     bool prefill, bool shrink, float *out) {
+    int64_t V = m->cfg.vocab_size;
+    qkv_gpt_decoder *d = qkv_gpt_decoder_new(m, cap);
+    float *logits = malloc(sizeof(float) * (size_t)(cap * V));
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(cap * T));
+    bool ok = d && logits && tok;
+    if (ok && cap > B) {
+        for (int b = 0; b < cap; b++) tok[b] = ids[(b % B) * T];
+        ok = qkv_gpt_decoder_step(d, tok, logits) == QKV_OK;
+        for (int b = 0; b < B; b++) tok[b] = cap - 1 - b;
+        ok = ok && qkv_gpt_decoder_reorder(d, tok, B) == QKV_OK;
+    }
+    int64_t parts[2][2] = {{0, k1}, {k1, k2}};
+    for (int p = 0; ok && p < 2; p++) {
+        int64_t t0 = parts[p][0], n = parts[p][1];
+        for (int b = 0; b < B; b++)
+            for (int64_t t = 0; t < n; t++) tok[b * n + t] = ids[b * T + t0 + t];
+        ok = !prefill || qkv_gpt_decoder_prefill(d, tok, n) == QKV_OK;
+        for (int64_t t = 0; ok && !prefill && t < n; t++) {
+            for (int b = 0; b < B; b++) tok[b] = ids[b * T + t0 + t];
+            ok = qkv_gpt_decoder_step(d, tok, logits) == QKV_OK;
+        }
+    }
+    int rows = shrink ? 1 : B, last = B - 1;
+    ok = ok && (!shrink || qkv_gpt_decoder_reorder(d, &last, 1) == QKV_OK);
+    for (int64_t t = k1 + k2; ok && t < T; t++) {
+        for (int b = 0; b < rows; b++) tok[b] = ids[(shrink ? last : b) * T + t];
+        ok = qkv_gpt_decoder_step(d, tok, logits) == QKV_OK;
+        memcpy(out + (t - k1 - k2) * rows * V, logits, sizeof(float) * (size_t)(rows * V));
+    }
+    CHECKF(ok, "gpt feed (%d of %d rows, %s %lld + %lld): %s", B, cap, prefill ? "prefill" : "steps", (long long)k1,
+           (long long)k2, qkv_last_error());
+    qkv_gpt_decoder_free(d);
+    free(logits);
+    free(tok);
+    return ok;
+}
+
+/* A prefill is n steps without their logits: later steps give the same bits, for a batch of one (GEMV), a few rows
+ * (packed weights), one row after a wider batch packed them, more rows than the packed path takes (BLAS), a batch
+ * that shrinks to one row after the prefill (the output projection must be packed as steps would have packed it),
+ * prefills in several groups and one after another, and queries past 16 keys (the attention's blocked loop). */
+TEST(gpt_prefill_equals_steps) {
+    qkv_params *p = qkv_params_new();
+    qkv_rng rng;
+    qkv_rng_init(&rng, 9);
+    qkv_gpt_config c = small_gpt(37, 40, 32, 4, 48, 2, true);
+    c.init_std = 0.1f;
+    qkv_gpt *m = qkv_gpt_new(&c, p, NULL, &rng);
+    CHECK_NN(m);
+    static const int shapes[][2] = {{1, 1}, {3, 3}, {5, 5}, {3, 1}, {130, 130}}; /* {rows made for, rows fed} */
+    static const int64_t splits[][2] = {{1, 0}, {17, 0}, {9, 13}, {38, 0}};
+    int64_t T = c.n_ctx - 1, V = c.vocab_size;
+    for (size_t si = 0; m && si < sizeof shapes / sizeof shapes[0]; si++) {
+        int cap = shapes[si][0], B = shapes[si][1];
+        qkv_tensor *ids = ids_tensor(B, T, V, 40 + si);
+        float *ref = malloc(sizeof(float) * (size_t)(T * B * V)), *got = malloc(sizeof(float) * (size_t)(T * B * V));
+        for (size_t k = 0; ids && ref && got && k < sizeof splits / sizeof splits[0]; k++)
+            for (int shrink = 0; shrink < 2; shrink++) {
+                int64_t k1 = splits[k][0], k2 = splits[k][1];
+                if (!gpt_feed(m, cap, B, qkv_i32(ids), T, k1, k2, false, shrink, ref) ||
+                    !gpt_feed(m, cap, B, qkv_i32(ids), T, k1, k2, true, shrink, got))
+                    continue;
+                size_t n = (size_t)((T - k1 - k2) * (shrink ? 1 : B) * V);
+                CHECKF(!memcmp(got, ref, sizeof(float) * n),
+                       "%d of %d rows, prefill %lld + %lld%s: logits differ from the steps'", B, cap, (long long)k1,
+                       (long long)k2, shrink ? ", then one row" : "");
+            }
+        free(ref);
+        free(got);
+        qkv_tensor_free(ids);
+    }
+    /* Errors change nothing: too many tokens for the context, a token out of range. */
+    qkv_gpt_decoder *d = m ? qkv_gpt_decoder_new(m, 2) : NULL;
+    int32_t tok[2 * 41] = {0};
+    if (d) {
+        CHECK_OK(qkv_gpt_decoder_prefill(d, tok, 30));
+        CHECK(qkv_gpt_decoder_prefill(d, tok, 11) == QKV_ERR_RANGE && strstr(qkv_last_error(), "context"));
+        tok[4] = 37;
+        CHECK(qkv_gpt_decoder_prefill(d, tok, 3) == QKV_ERR_RANGE && strstr(qkv_last_error(), "outside"));
+        CHECK(qkv_gpt_decoder_pos(d) == 30);
+        CHECK_OK(qkv_gpt_decoder_prefill(d, tok, 0));
+        CHECK(qkv_gpt_decoder_pos(d) == 30);
+    }
+    qkv_gpt_decoder_free(d);
+    qkv_gpt_free(m);
+    qkv_params_free(p);
+}
+
 TEST(rnnlm_stateful_decoding_equals_forward) {
     for (int k = 0; k < 2; k++) {
         qkv_params *p = qkv_params_new();
@@ -343,6 +438,7 @@ int main(void) {
     RUN(gpt_gradcheck);
     RUN(rnnlm_gradcheck);
     RUN(gpt_cached_decoding_equals_forward);
+    RUN(gpt_prefill_equals_steps);
     RUN(rnnlm_stateful_decoding_equals_forward);
     RUN(model_types_and_generic_decoder);
     RUN(gpt_bad_inputs);

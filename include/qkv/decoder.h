@@ -69,6 +69,12 @@ typedef struct qkv_decoder_ops {
      * Later steps take n_rows tokens. */
     qkv_status (*reorder)(qkv_decoder_state *st, const int32_t *from, int n_rows);
     void (*free)(qkv_decoder_state *st);
+    /* Optional (NULL: callers make n steps and ignore their scores). n >= 1 tokens for every row, tokens [rows, n]
+     * row-major, fed as n steps would feed them but returning no scores: a prompt before its last token. A model
+     * that can runs the n positions as one batch and skips its output projection (GPT: one forward over rows x
+     * positions fills the cache), and must leave the state exactly as the n steps do, so that later steps return
+     * the same bits. */
+    qkv_status (*prefill)(qkv_decoder_state *st, const int32_t *tokens, int n);
 } qkv_decoder_ops;
 
 /* A model's decoder as one value: the type's table, the model it decodes, and its info. */

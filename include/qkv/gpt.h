@@ -72,10 +72,11 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
 qkv_tensor *qkv_gpt_hidden(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv_attention_maps *maps);
 
 /* ---- Incremental decoding with a KV cache ------------------------------------------------------------------
- * The decoder keeps, per layer, K and V for every position seen so far ([batch, H, n_ctx, dh] each), so a step
- * feeds one new token per sequence and computes only that position: no recomputation, no allocation after
- * creation but the weights' packed copies, made by the first step with several rows. The model's weights must
- * not change while a decoder lives. Inference only (no autograd, dropout off). */
+ * The decoder keeps, per layer, K and V for every position seen so far (n_ctx * d_model floats per sequence each),
+ * so a step feeds one new token per sequence and computes only that position: no recomputation, no allocation after
+ * creation but the weights' packed copies, made by the first step with several rows, and the work memory of the
+ * largest step or prefill group. The model's weights must not change while a decoder lives. Inference only (no
+ * autograd, dropout off). */
 typedef struct qkv_gpt_decoder qkv_gpt_decoder;
 
 qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch);
@@ -87,6 +88,12 @@ int64_t qkv_gpt_decoder_pos(const qkv_gpt_decoder *d);
 /* Feed tokens[0..batch) at the next position; logits [batch, V] receive that position's output. Error (nothing
  * changed) when the context is full or a token is out of range. */
 qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float *logits);
+/* Feed n tokens to every sequence at once without computing logits, tokens [batch, n] row-major (sequence b's
+ * tokens at b * n): a prompt before its last token. The positions run through the blocks as one batch (groups of
+ * positions x sequences fill whole matrix products; no output projection), and the cache ends bit for bit as n
+ * calls of qkv_gpt_decoder_step leave it: later steps return the same logits. Error (nothing changed) when the
+ * tokens do not fit the context or one is out of range. */
+qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, int64_t n);
 /* The decoder then holds n_rows sequences (1..the batch it was made for): sequence b becomes old sequence from[b]
  * (each in [0, current count)); beam search keeps its surviving hypotheses, batched decoding drops finished ones.
  * Only the cached positions move. Later steps take n_rows tokens. Error (nothing changed) on an index out of

@@ -16,6 +16,10 @@ qkv_status qkv__decode_check_beam(const qkv_decode_opts *o, const char *who);
 qkv_status qkv__decode_step(const qkv_decoder *d, qkv_decoder_state *st, const int32_t *tokens, float *lp, float *attn,
                             int rows);
 
+/* Feeds n tokens to each of `rows` rows whose scores are not needed, tokens [rows, n]: the decoder's prefill when it
+ * has one (one batched pass, no output projection), else n steps. */
+qkv_status qkv__decode_feed(const qkv_decoder *d, qkv_decoder_state *st, int rows, const int32_t *tokens, int n);
+
 /* Whether token v may be generated. */
 static inline bool decode_allowed(const qkv_decode_opts *o, int v) { return v != o->bos && v != o->pad; }
 

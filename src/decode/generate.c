@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_internal.h"
 #include "qkv/decode.h"
 
 /* One row of the model type's incremental decoder (decoder.h). */
@@ -112,8 +113,14 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
     }
     int64_t n = 0, nh = 0;
     qkv_gen_end why = QKV_GEN_MAX_TOKENS;
+    /* All but the last prompt token in one pass where the model can (no scores); the last one is a step. */
+    for (int64_t i = 0; i + 1 < n_prompt;) {
+        int k = n_prompt - 1 - i < (1 << 30) ? (int)(n_prompt - 1 - i) : (1 << 30);
+        if (qkv__decode_feed(&d->dec, d->st, 1, prompt + i, k) != QKV_OK) goto fail;
+        i += k;
+    }
     for (int64_t i = 0; i < n_prompt; i++) {
-        if (qkv_lm_decoder_step(d, prompt[i]) != QKV_OK) goto fail;
+        if (i + 1 == n_prompt && qkv_lm_decoder_step(d, prompt[i]) != QKV_OK) goto fail;
         hist[nh++] = prompt[i];
     }
     for (int64_t fed = n_prompt;; fed++) {

@@ -1,8 +1,10 @@
 /* Generation for many prompts at once (decode.h's qkv_generate_batch): one decoder state for a batch of prompts,
  * rows in lock step, each row running qkv_generate's loop with its own sampler; ended rows are compacted out. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_internal.h"
 #include "qkv/decode.h"
 
 /* One prompt's generation: what qkv_generate keeps in its locals. */
@@ -94,6 +96,31 @@ static qkv_status run_batch(const qkv_decoder *d, gen_row *g, int m, int first, 
         if (kept == 0) break;
         if (kept < alive && (status = d->ops->reorder(st, from, kept))) goto done;
         alive = kept;
+        /* While every row is still reading its prompt, the scores of its next `ahead` tokens are never read: they go
+         * in as one feed (a GPT runs them as one batched pass without its output projection). */
+        int64_t ahead = INT64_MAX;
+        for (int r = 0; r < alive; r++) {
+            const gen_row *x = &g[row[r]];
+            if (x->n_prompt - x->fed - 1 < ahead) ahead = x->n_prompt - x->fed - 1;
+        }
+        if (ahead >= 1 && ahead <= INT_MAX / alive) {
+            int n = (int)ahead;
+            int32_t *feed = malloc(sizeof *feed * (size_t)alive * (size_t)n);
+            if (!feed) {
+                status = qkv_error_set(QKV_ERR_NOMEM, "generate: out of memory");
+                goto done;
+            }
+            for (int r = 0; r < alive; r++) {
+                gen_row *x = &g[row[r]];
+                memcpy(feed + (size_t)r * (size_t)n, x->prompt + x->fed, sizeof *feed * (size_t)n);
+                for (int t = 1; t < n; t++) x->hist[x->n_hist++] = x->prompt[x->fed + t];
+                x->fed += n;
+            }
+            status = qkv__decode_feed(d, st, alive, feed, n);
+            free(feed);
+            if (status) goto done;
+            continue;
+        }
         if ((status = d->ops->step(st, tokens, logits, NULL))) goto done;
         for (int r = 0; r < alive; r++) g[row[r]].fed++;
     }

@@ -1,6 +1,7 @@
 /* A language model's decoder as a decoder from a prompt (include/qkv/prompted.h). */
 #include <stdlib.h>
 
+#include "decode_internal.h"
 #include "qkv/prompted.h"
 
 typedef struct {
@@ -32,9 +33,8 @@ static qkv_decoder_state *p_start(const qkv_model *m, const int32_t *src, const 
         }
     int rows = n_src * rows_per_src, fed = len - 1; /* the last prompt token is the caller's BOS */
     prompted_state *s = calloc(1, sizeof *s);
-    int32_t *tok = malloc(sizeof *tok * (size_t)rows);
-    float *scores = malloc(sizeof *scores * (size_t)rows * (size_t)(lm->info.vocab > 0 ? lm->info.vocab : 1));
-    if (!s || !tok || !scores) {
+    int32_t *tok = malloc(sizeof *tok * (size_t)rows * (size_t)(fed > 0 ? fed : 1));
+    if (!s || !tok) {
         qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         free(s);
         s = NULL;
@@ -42,11 +42,10 @@ static qkv_decoder_state *p_start(const qkv_model *m, const int32_t *src, const 
     if (s) {
         s->p = of(m);
         s->inner = lm->ops->start(lm->model, NULL, NULL, n_src, 0, rows_per_src, max_steps ? max_steps + fed : 0);
-        qkv_status st = s->inner ? QKV_OK : qkv_last_status();
-        for (int t = 0; st == QKV_OK && t < fed; t++) {
-            for (int r = 0; r < rows; r++) tok[r] = src[(r / rows_per_src) * src_len + t];
-            st = lm->ops->step(s->inner, tok, scores, NULL);
-        }
+        for (int r = 0; r < rows; r++)
+            for (int t = 0; t < fed; t++)
+                tok[(size_t)r * (size_t)fed + (size_t)t] = src[(size_t)(r / rows_per_src) * (size_t)src_len + t];
+        qkv_status st = s->inner ? qkv__decode_feed(lm, s->inner, rows, tok, fed) : qkv_last_status();
         if (st != QKV_OK) {
             if (s->inner) lm->ops->free(s->inner);
             free(s);
@@ -54,7 +53,6 @@ static qkv_decoder_state *p_start(const qkv_model *m, const int32_t *src, const 
         }
     }
     free(tok);
-    free(scores);
     return (qkv_decoder_state *)s;
 }
 
@@ -76,7 +74,8 @@ static void p_free(qkv_decoder_state *st) {
     free(s);
 }
 
-static const qkv_decoder_ops PROMPTED = {p_info, p_start, p_step, p_reorder, p_free};
+static const qkv_decoder_ops PROMPTED = {
+    .info = p_info, .start = p_start, .step = p_step, .reorder = p_reorder, .free = p_free};
 
 qkv_status qkv_prompted_decoder(const qkv_decoder *lm, qkv_prompted *p, qkv_decoder *out) {
     if (lm->info.needs_source || lm->info.start_token >= 0)

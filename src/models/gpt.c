@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/isa.h"
 #include "ops/gemm_packed.h"
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
@@ -174,12 +175,13 @@ qkv_tensor *qkv_gpt_forward(qkv_ctx *ctx, const qkv_gpt *m, qkv_tensor *ids, qkv
 
 struct qkv_gpt_decoder {
     const qkv_gpt *m;
-    int batch, cap;   /* rows now, rows the cache holds (reorder can drop and fan out rows) */
+    int batch, cap; /* rows now, rows the cache holds (reorder can drop and fan out rows) */
     int64_t pos;
-    float *k, *v;   /* [L, batch, H, n_ctx, dh] */
-    float *scores;  /* [n_ctx] per (sequence, head) in turn */
-    float *moved;   /* reorder scratch (a row set aside, the move plan), allocated on its first call */
-    qkv_ctx *ctx;   /* layer norms and activations reuse the ops (same numerics as training); grad off */
+    /* Per layer and (row, head), [L, cap, H] blocks of n_ctx * dh floats: K transposed ([dh, n_ctx]), so that one
+     * query's scores run along contiguous keys; V as [n_ctx, dh]. */
+    float *k, *v;
+    float *moved;      /* reorder scratch (a row set aside, the move plan), allocated on its first call */
+    qkv_ctx *ctx;      /* layer norms and activations reuse the ops (same numerics as training); grad off */
     qkv__packs *packs; /* the weights, packed on first use by several rows (ops/gemm_packed.h) */
 };
 
@@ -194,7 +196,6 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
     if (d) {
         d->k = malloc(sizeof(float) * cache);
         d->v = malloc(sizeof(float) * cache);
-        d->scores = malloc(sizeof(float) * (size_t)c->n_ctx);
         d->ctx = qkv_ctx_new();
         d->packs = qkv__packs_new();
     }
@@ -204,7 +205,7 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
         allowed = !qkv__packs_allow(d->packs, b->attn_w) && !qkv__packs_allow(d->packs, b->proj_w) &&
                   !qkv__packs_allow(d->packs, b->fc_w) && !qkv__packs_allow(d->packs, b->mproj_w);
     }
-    if (!d || !d->k || !d->v || !d->scores || !d->ctx || !allowed) {
+    if (!d || !d->k || !d->v || !d->ctx || !allowed) {
         qkv_gpt_decoder_free(d);
         qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a %zu-float KV cache", 2 * cache);
         return NULL;
@@ -221,7 +222,6 @@ void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
     if (!d) return;
     free(d->k);
     free(d->v);
-    free(d->scores);
     free(d->moved);
     qkv_ctx_free(d->ctx);
     qkv__packs_free(d->packs);
@@ -231,8 +231,18 @@ void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
 void qkv_gpt_decoder_reset(qkv_gpt_decoder *d) { d->pos = 0; }
 int64_t qkv_gpt_decoder_pos(const qkv_gpt_decoder *d) { return d->pos; }
 
+/* The decoder's own loops (GEMV, attention) are compiled per instruction set (core/isa.h). Each sum is written as
+ * separate multiplies and adds in a fixed order, and clang is told not to fuse them (GCC does not in ISO C), so
+ * every path computes the bits of the portable one. */
+#if defined(__clang__)
+#define NO_CONTRACT _Pragma("clang fp contract(off)")
+#else
+#define NO_CONTRACT
+#endif
+
 /* One output of a GEMV: W's row . x, with 32 independent partial sums so the loop runs at load speed. */
-static inline float row_dot(const float *restrict w, const float *restrict x, int64_t in) {
+QKV_KERNEL_BODY float row_dot(const float *restrict w, const float *restrict x, int64_t in) {
+    NO_CONTRACT
     float acc[32] = {0};
     int64_t k = 0;
     for (; k + 32 <= in; k += 32)
@@ -243,111 +253,258 @@ static inline float row_dot(const float *restrict w, const float *restrict x, in
     return s;
 }
 
-/* y [n, out] = x [n, in] W^T (+ bias). Batch-1 decoding reads every weight once per token and is bound by memory
- * bandwidth: our own GEMV splits the rows of W over the threads in one OpenMP region (OpenBLAS's threaded sgemv
- * spent most of its time in the thread pool's spin-waits at these sizes). Several rows use the decoder's packed
- * weights (ops/gemm_packed.h), which stay in use when a batch shrinks to one row. */
-static void dense(const qkv_ctx *ctx, const float *x, int n, const qkv_tensor *w, const qkv_tensor *bias, float *y) {
-    int64_t out = w->shape[0], in = w->shape[1];
+/* Outputs [lo, hi) of y [M, out] = x [M, in] W^T (+ b), flattened: output i is row i / out of x against row
+ * i % out of W. */
+QKV_KERNEL_BODY void gemv_range_body(const float *restrict W, const float *restrict x, int64_t in, int64_t out,
+                                     const float *restrict b, int64_t lo, int64_t hi, float *restrict y) {
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t r = i / out, o = i % out;
+        float s = row_dot(W + o * in, x + r * in, in);
+        y[i] = b ? b[o] + s : s;
+    }
+}
+QKV_ISA_KERNEL_VOID(gemv_range,
+                    (const float *restrict W, const float *restrict x, int64_t in, int64_t out,
+                     const float *restrict b, int64_t lo, int64_t hi, float *restrict y),
+                    (W, x, in, out, b, lo, hi, y))
+
+/* y [M, out] = x [M, in] W^T (+ bias), for M = n positions of Bn rows each (position-major). Every row is computed
+ * exactly as a step of Bn rows computes it, so that feeding n positions at once gives the bits of n steps:
+ *  - several rows use the decoder's packed weights (ops/gemm_packed.h), whose kernel computes each row alone
+ *    whatever M is. One row probes with M = 1, as its steps do: a pack an earlier, wider batch made stays in use,
+ *    none is made for a batch of one;
+ *  - a batch of one without a pack is a GEMV per row: reading every weight once per token is bound by memory
+ *    bandwidth, so our own GEMV splits the outputs over the threads in one OpenMP region (OpenBLAS's threaded sgemv
+ *    spent most of its time in the thread pool's spin-waits at these sizes);
+ *  - BLAS (more rows than the packed path takes, or no memory for a pack) gets one position's Bn rows a call. */
+static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const qkv_tensor *w, const qkv_tensor *bias,
+                  float *y) {
+    int64_t out = w->shape[0], in = w->shape[1], chunk = QKV__PACKED_MAX_M;
     const float *W = w->data, *b = bias ? bias->data : NULL;
     if (b)
-        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * out, b, sizeof(float) * (size_t)out);
-    if (qkv__gemm_xwt(ctx, n, out, in, x, in, W, y, out, b != NULL)) return;
-    if (n == 1) {
-#pragma omp parallel for schedule(static) if (out * in >= (1 << 15))
-        for (int64_t i = 0; i < out; i++) {
-            float s = row_dot(W + i * in, x, in);
-            y[i] = b ? b[i] + s : s;
-        }
+        for (int64_t r = 0; r < M; r++) memcpy(y + r * out, b, sizeof(float) * (size_t)out);
+    /* A step of more rows than the packed path takes goes to BLAS without asking. */
+    int64_t first = Bn == 1 ? 1 : M < chunk ? M : chunk;
+    if (Bn <= chunk && qkv__gemm_xwt(ctx, first, out, in, x, in, W, y, out, b != NULL)) {
+        for (int64_t r = first; r < M; r += chunk) /* the pack exists now, so these cannot decline */
+            (void)qkv__gemm_xwt(ctx, M - r < chunk ? M - r : chunk, out, in, x + r * in, in, W, y + r * out, out,
+                                b != NULL);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)out, (int)in, 1.0f, x, (int)in, W, (int)in,
-                b ? 1.0f : 0.0f, y, (int)out);
+    if (Bn == 1) {
+        int64_t total = M * out, chunks = (total + 63) / 64;
+#pragma omp parallel for schedule(static) if (total * in >= (1 << 15))
+        for (int64_t ch = 0; ch < chunks; ch++)
+            gemv_range(W, x, in, out, b, ch * 64, (ch + 1) * 64 < total ? (ch + 1) * 64 : total, y);
+        return;
+    }
+    for (int64_t r = 0; r < M; r += Bn)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Bn, (int)out, (int)in, 1.0f, x + r * in, (int)in, W,
+                    (int)in, b ? 1.0f : 0.0f, y + r * out, (int)out);
 }
 
-/* One query (this position) against the cached keys 0..pos of one (sequence, head); writes dh outputs. */
-static void attend(const float *q, const float *K, const float *Vc, int64_t n, int64_t dh, float scale,
-                   float *s, float *out) {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
+/* One query q [dh] against keys 0..n-1 of one (sequence, head): KT [dh, N] (the cache's transposed keys), Vc
+ * [N, dh]; writes dh outputs, s holds n scores. Every score is its sum over e in order, and every output its sum
+ * over the keys in order, whichever block (64 or 16 wide, the loops the compiler vectorises with independent
+ * accumulators) or tail it falls in: the bits do not depend on n or on a key's place, so a query attends the same
+ * in a step and in a prefill. */
+#define ATTEND_BLOCK(W)                                                                                             \
+    for (; j + (W) <= n; j += (W)) {                                                                                \
+        float acc[W] = {0};                                                                                         \
+        for (int64_t e = 0; e < dh; e++) {                                                                          \
+            const float qe = q[e], *kr = KT + e * N + j;                                                            \
+            for (int i = 0; i < (W); i++) acc[i] += qe * kr[i];                                                     \
+        }                                                                                                           \
+        for (int i = 0; i < (W); i++) s[j + i] = acc[i] * scale;                                                    \
+    }
+#define ATTEND_VALUES(W)                                                                                            \
+    for (; e0 + (W) <= dh; e0 += (W)) {                                                                             \
+        float acc[W] = {0};                                                                                         \
+        for (int64_t k = 0; k < n; k++) {                                                                           \
+            const float p = s[k], *vr = Vc + k * dh + e0;                                                           \
+            for (int i = 0; i < (W); i++) acc[i] += p * vr[i];                                                      \
+        }                                                                                                           \
+        memcpy(out + e0, acc, sizeof acc);                                                                          \
+    }
+QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict KT, const float *restrict Vc,
+                                 int64_t n, int64_t N, int64_t dh, float scale, float *restrict s,
+                                 float *restrict out) {
+    NO_CONTRACT
+    int64_t j = 0;
+    ATTEND_BLOCK(64)
+    ATTEND_BLOCK(16)
+    for (; j < n; j++) {
         float acc = 0.0f;
-        for (int64_t e = 0; e < dh; e++) acc += q[e] * K[j * dh + e];
+        for (int64_t e = 0; e < dh; e++) acc += q[e] * KT[e * N + j];
         s[j] = acc * scale;
+    }
+    float mx = -INFINITY;
+    for (j = 0; j < n; j++)
         if (s[j] > mx) mx = s[j];
-    }
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
+    for (j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
     float inv = 1.0f / sum;
-    for (int64_t e = 0; e < dh; e++) out[e] = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        float p = s[j] * inv;
-        for (int64_t e = 0; e < dh; e++) out[e] += p * Vc[j * dh + e];
+    for (j = 0; j < n; j++) s[j] *= inv;
+    int64_t e0 = 0;
+    ATTEND_VALUES(64)
+    ATTEND_VALUES(16)
+    for (; e0 < dh; e0++) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < n; k++) acc += s[k] * Vc[k * dh + e0];
+        out[e0] = acc;
     }
+}
+#undef ATTEND_BLOCK
+#undef ATTEND_VALUES
+QKV_ISA_KERNEL_VOID(attend,
+                    (const float *restrict q, const float *restrict KT, const float *restrict Vc, int64_t n, int64_t N,
+                     int64_t dh, float scale, float *restrict s, float *restrict out),
+                    (q, KT, Vc, n, N, dh, scale, s, out))
+
+/* Positions pos .. pos + n - 1 of every row through the blocks, their keys and values into the cache; row b's token
+ * at pos + t is tokens[b * ld + t]. The work tensors hold n * Bn rows, position-major (row t * Bn + b), in the
+ * (reset) work context. Returns the last block's output (ln_f's input); the caller advances pos. */
+static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int64_t ld, int64_t n) {
+    const qkv_gpt *m = d->m;
+    const qkv_gpt_config *c = &m->cfg;
+    int Bn = d->batch;
+    int64_t D = c->d_model, H = c->n_heads, dh = D / H, F = c->d_ff, N = c->n_ctx, pos = d->pos, M = n * Bn;
+    qkv_ctx *ctx = d->ctx;
+    qkv_tensor *x = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
+    qkv_tensor *qkv = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, 3 * D));
+    qkv_tensor *att = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
+    qkv_tensor *ff = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, F));
+    qkv_tensor *y = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
+    float *scores = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)Bn * (size_t)H * (size_t)N);
+    if (!x || !qkv || !att || !ff || !y || !scores) return NULL;
+    float *xs = qkv_f32(x), *qs = qkv_f32(qkv), *as = qkv_f32(att), *ys = qkv_f32(y);
+    const float *wte = qkv_f32(m->wte), *wpe = qkv_f32(m->wpe);
+    for (int64_t t = 0; t < n; t++)
+        for (int b = 0; b < Bn; b++) {
+            const float *te = wte + tokens[b * ld + t] * D, *pe = wpe + (pos + t) * D;
+            float *xr = xs + (t * Bn + b) * D;
+            for (int64_t e = 0; e < D; e++) xr[e] = te[e] + pe[e];
+        }
+    float scale = 1.0f / sqrtf((float)dh);
+    int64_t items = (int64_t)Bn * H; /* (row, head) pairs: one cache block each */
+    size_t block = (size_t)N * (size_t)dh, layer = (size_t)d->cap * (size_t)H * block;
+    /* below this many multiply-adds of attention, one thread */
+    bool par = items > 1 && (double)items * (double)n * (double)(pos + n) * (double)dh >= (double)(1 << 16);
+    for (int l = 0; l < c->n_layers; l++) {
+        const qkv_gpt_block *blk = &m->h[l];
+        qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
+        if (!h) return NULL;
+        dense(ctx, qkv_f32(h), M, Bn, blk->attn_w, blk->attn_b, qs);
+        float *kl = d->k + l * layer, *vl = d->v + l * layer;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < items; i++) {
+                int64_t b = i / H, hd = i % H;
+                const float *row = qs + (t * Bn + b) * 3 * D;
+                float *kt = kl + (size_t)i * block + pos + t;
+                for (int64_t e = 0; e < dh; e++) kt[e * N] = row[D + hd * dh + e];
+                memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
+            }
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t i = 0; i < items; i++) {
+            int64_t b = i / H, hd = i % H;
+            for (int64_t t = 0; t < n; t++) {
+                int64_t r = t * Bn + b;
+                attend(qs + r * 3 * D + hd * dh, kl + (size_t)i * block, vl + (size_t)i * block, pos + t + 1, N, dh,
+                       scale, scores + i * N, as + r * D + hd * dh);
+            }
+        }
+        dense(ctx, as, M, Bn, blk->proj_w, blk->proj_b, ys);
+        for (int64_t i = 0; i < M * D; i++) xs[i] += ys[i];
+        h = qkv_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, c->ln_eps);
+        if (!h) return NULL;
+        dense(ctx, qkv_f32(h), M, Bn, blk->fc_w, blk->fc_b, qkv_f32(ff));
+        qkv_tensor *g = qkv_gelu_tanh(ctx, ff);
+        if (!g) return NULL;
+        dense(ctx, qkv_f32(g), M, Bn, blk->mproj_w, blk->mproj_b, ys);
+        for (int64_t i = 0; i < M * D; i++) xs[i] += ys[i];
+    }
+    return x;
+}
+
+static qkv_status check_tokens(const qkv_gpt_decoder *d, const int32_t *tokens, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= d->m->cfg.vocab_size)
+            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: token %d outside [0, %lld)", (int)tokens[i],
+                                 (long long)d->m->cfg.vocab_size);
+    return QKV_OK;
 }
 
 qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float *logits) {
     const qkv_gpt *m = d->m;
     const qkv_gpt_config *c = &m->cfg;
-    int Bn = d->batch;
-    int64_t D = c->d_model, H = c->n_heads, dh = D / H, F = c->d_ff, N = c->n_ctx, pos = d->pos;
-    if (pos >= N) return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: context of %lld positions is full", (long long)N);
-    for (int b = 0; b < Bn; b++)
-        if (tokens[b] < 0 || tokens[b] >= c->vocab_size)
-            return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: token %d outside [0, %lld)", (int)tokens[b],
-                                 (long long)c->vocab_size);
-    qkv_ctx *ctx = d->ctx;
-    qkv_ctx_reset(ctx);
-    qkv_tensor *x = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
-    qkv_tensor *qkv = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, 3 * D));
-    qkv_tensor *att = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
-    qkv_tensor *ff = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, F));
-    qkv_tensor *y = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(Bn, D));
-    if (!x || !qkv || !att || !ff || !y) return qkv_last_status();
-    float *xs = qkv_f32(x);
-    for (int b = 0; b < Bn; b++)
-        for (int64_t e = 0; e < D; e++)
-            xs[b * D + e] = qkv_f32(m->wte)[tokens[b] * D + e] + qkv_f32(m->wpe)[pos * D + e];
-    float scale = 1.0f / sqrtf((float)dh);
-    size_t layer_stride = (size_t)d->cap * (size_t)N * (size_t)D;
-    for (int l = 0; l < c->n_layers; l++) {
-        const qkv_gpt_block *blk = &m->h[l];
-        qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
-        if (!h) return qkv_last_status();
-        dense(ctx, qkv_f32(h), Bn, blk->attn_w, blk->attn_b, qkv_f32(qkv));
-        float *kl = d->k + l * layer_stride, *vl = d->v + l * layer_stride;
-        for (int b = 0; b < Bn; b++) {
-            const float *row = qkv_f32(qkv) + (size_t)b * 3 * D;
-            for (int64_t hd = 0; hd < H; hd++) {
-                size_t base = (((size_t)b * H + hd) * N) * dh;
-                memcpy(kl + base + pos * dh, row + D + hd * dh, sizeof(float) * dh);
-                memcpy(vl + base + pos * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
-                attend(row + hd * dh, kl + base, vl + base, pos + 1, dh, scale, d->scores,
-                       qkv_f32(att) + b * D + hd * dh);
-            }
-        }
-        dense(ctx, qkv_f32(att), Bn, blk->proj_w, blk->proj_b, qkv_f32(y));
-        for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
-        h = qkv_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, c->ln_eps);
-        if (!h) return qkv_last_status();
-        dense(ctx, qkv_f32(h), Bn, blk->fc_w, blk->fc_b, qkv_f32(ff));
-        qkv_tensor *g = qkv_gelu_tanh(ctx, ff);
-        if (!g) return qkv_last_status();
-        dense(ctx, qkv_f32(g), Bn, blk->mproj_w, blk->mproj_b, qkv_f32(y));
-        for (int64_t i = 0; i < Bn * D; i++) xs[i] += qkv_f32(y)[i];
-    }
-    qkv_tensor *h = qkv_layer_norm(ctx, x, m->lnf_w, m->lnf_b, c->ln_eps);
+    if (d->pos >= c->n_ctx)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: context of %lld positions is full", (long long)c->n_ctx);
+    qkv_status st = check_tokens(d, tokens, d->batch);
+    if (st) return st;
+    qkv_ctx_reset(d->ctx);
+    qkv_tensor *x = run_positions(d, tokens, 1, 1);
+    qkv_tensor *h = x ? qkv_layer_norm(d->ctx, x, m->lnf_w, m->lnf_b, c->ln_eps) : NULL;
     if (!h) return qkv_last_status();
-    dense(ctx, qkv_f32(h), Bn, m->head, NULL, logits);
+    dense(d->ctx, qkv_f32(h), d->batch, d->batch, m->head, NULL, logits);
     d->pos++;
     return QKV_OK;
 }
 
-/* One row copy of a reorder (row_moves.h): a row is H blocks of `used` floats in each layer's K and V; -1 is the
- * row set aside, [L][2][H][used] in moved. */
+#define PREFILL_ROWS 1024 /* rows (positions x sequences) a prefill runs through the blocks at once */
+
+qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, int64_t n) {
+    const qkv_gpt_config *c = &d->m->cfg;
+    if (n < 0 || (n > 0 && !tokens))
+        return qkv_error_set(QKV_ERR_INVALID, "gpt decoder: prefill of %lld tokens needs them", (long long)n);
+    if (n > c->n_ctx - d->pos)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: %lld tokens do not fit the context (%lld of %lld positions "
+                             "full)", (long long)n, (long long)d->pos, (long long)c->n_ctx);
+    qkv_status st = check_tokens(d, tokens, n * d->batch);
+    if (st) return st;
+    /* Positions in groups of about PREFILL_ROWS rows, in order, so that each group attends to the cache the groups
+     * before it filled. Each group reads that whole cache once per (row, head), so fewer, larger groups; the bound
+     * keeps the work tensors to about 15 MB at d_model 256 (the arena reuses them). */
+    int64_t per = PREFILL_ROWS / d->batch, pos0 = d->pos;
+    if (per < 1) per = 1;
+    for (int64_t t = 0; t < n; t += per) {
+        int64_t k = n - t < per ? n - t : per;
+        qkv_ctx_reset(d->ctx);
+        if (!run_positions(d, tokens + t, n, k)) {
+            d->pos = pos0;
+            return qkv_last_status();
+        }
+        d->pos += k;
+    }
+    /* A step of 2..QKV__PACKED_MAX_M rows packs the output projection on its first product. Packed or not decides
+     * the kernel of later one-row steps (a batch that shrinks), so the prefill packs it as those steps would have:
+     * one product of two zero rows. */
+    const qkv_gpt *m = d->m;
+    if (n > 0 && d->batch >= 2 && d->batch <= QKV__PACKED_MAX_M) {
+        qkv_ctx_reset(d->ctx);
+        float *x = qkv_ctx_alloc(d->ctx, sizeof(float) * 2 * (size_t)(c->d_model + c->vocab_size));
+        if (x) {
+            memset(x, 0, sizeof(float) * 2 * (size_t)c->d_model);
+            dense(d->ctx, x, 2, 2, m->head, NULL, x + 2 * c->d_model);
+        }
+    }
+    return QKV_OK;
+}
+
+/* The first `pos` positions of one (row, head) block: K's are the first pos floats of each of its dh rows. */
+static void copy_used(float *dst, const float *src, bool keys, int64_t pos, int64_t N, int64_t dh) {
+    if (!keys) {
+        memcpy(dst, src, sizeof(float) * (size_t)(pos * dh));
+        return;
+    }
+    for (int64_t e = 0; e < dh; e++) memcpy(dst + e * N, src + e * N, sizeof(float) * (size_t)pos);
+}
+
+/* One row copy of a reorder (row_moves.h): a row is H blocks of n_ctx * dh floats in each layer's K and V, of which
+ * the first pos positions are used; -1 is the row set aside, [L][2][H] blocks in moved. */
 typedef struct {
     qkv_gpt_decoder *d;
-    int64_t H;
-    size_t block, layer, used;
+    int64_t H, N, dh;
+    size_t block, layer;
 } gpt_rows;
 
 static void gpt_copy_row(void *user, int dst, int src) {
@@ -356,11 +513,11 @@ static void gpt_copy_row(void *user, int dst, int src) {
     for (int l = 0; l < d->m->cfg.n_layers; l++)
         for (int kv = 0; kv < 2; kv++) {
             float *cache = (kv ? d->v : d->k) + (size_t)l * r->layer;
-            float *aside = d->moved + ((size_t)l * 2 + (size_t)kv) * (size_t)r->H * r->used;
+            float *aside = d->moved + ((size_t)l * 2 + (size_t)kv) * (size_t)r->H * r->block;
             for (int64_t h = 0; h < r->H; h++) {
-                float *to = dst < 0 ? aside + h * r->used : cache + ((size_t)dst * r->H + h) * r->block;
-                const float *fr = src < 0 ? aside + h * r->used : cache + ((size_t)src * r->H + h) * r->block;
-                memcpy(to, fr, sizeof(float) * r->used);
+                float *to = dst < 0 ? aside + h * r->block : cache + ((size_t)dst * r->H + h) * r->block;
+                const float *fr = src < 0 ? aside + h * r->block : cache + ((size_t)src * r->H + h) * r->block;
+                copy_used(to, fr, !kv, d->pos, r->N, r->dh);
             }
         }
 }
@@ -387,7 +544,7 @@ qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int 
         int span = d->cap;
         memset(todo, 0, sizeof(int32_t) * (size_t)span);
         for (int b = 0; b < Bn; b++) todo[b] = b >= d->batch || from[b] != b;
-        gpt_rows r = {d, H, block, (size_t)d->cap * (size_t)H * block, (size_t)d->pos * (size_t)dh};
+        gpt_rows r = {d, H, N, dh, block, (size_t)d->cap * (size_t)H * block};
         row_moves(from, Bn, todo, todo + span, todo + 2 * span, span, gpt_copy_row, &r);
     }
     d->batch = n_rows;
@@ -423,11 +580,15 @@ static qkv_status gpt_dec_reorder(qkv_decoder_state *st, const int32_t *from, in
     return qkv_gpt_decoder_reorder((qkv_gpt_decoder *)st, from, n_rows);
 }
 
+static qkv_status gpt_dec_prefill(qkv_decoder_state *st, const int32_t *tokens, int n) {
+    return qkv_gpt_decoder_prefill((qkv_gpt_decoder *)st, tokens, n);
+}
+
 static void gpt_dec_free(qkv_decoder_state *st) { qkv_gpt_decoder_free((qkv_gpt_decoder *)st); }
 
 static const qkv_decoder_ops gpt_decoder_ops = {
     .info = gpt_dec_info, .start = gpt_dec_start, .step = gpt_dec_step, .reorder = gpt_dec_reorder,
-    .free = gpt_dec_free};
+    .free = gpt_dec_free, .prefill = gpt_dec_prefill};
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
