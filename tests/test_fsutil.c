@@ -149,6 +149,19 @@ TEST(undo_takes_back_what_was_created) {
     qkv_fs_undo_rollback(NULL);
 }
 
+/* A copy holds the same bytes; a missing source or an uncreatable target is named. */
+TEST(copy_names_what_fails) {
+    CHECK_OK(qkv_fs_write_atomic(in_root("src.txt"), "abc\n", 4));
+    CHECK_OK(qkv_fs_copy(in_root("src.txt"), in_root("dst.txt")));
+    char *t = test_read_file(in_root("dst.txt"));
+    CHECK(t && !strcmp(t, "abc\n"));
+    free(t);
+    CHECK(qkv_fs_copy(in_root("nosuch"), in_root("x")) == QKV_ERR_IO);
+    CHECK(strstr(qkv_last_error(), "nosuch: cannot open"));
+    CHECK(qkv_fs_copy(in_root("src.txt"), in_root("no/dir/x")) == QKV_ERR_IO);
+    CHECK(strstr(qkv_last_error(), "cannot create"));
+}
+
 static int calls;
 static qkv_status refuse_wide(void *user, const char *name, int ndim, const int64_t *shape) {
     (void)user;
@@ -182,6 +195,7 @@ int main(void) {
     RUN(stale_temporaries_of_dead_writers_only);
     RUN(capped_reads);
     RUN(undo_takes_back_what_was_created);
+    RUN(copy_names_what_fails);
     RUN(params_check_before_allocation);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -316,3 +316,20 @@ void qkv_fs_undo_free(qkv_fs_undo *u) {
     free(u->created);
     free(u);
 }
+
+qkv_status qkv_fs_copy(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    if (!in) return qkv_error_set(QKV_ERR_IO, "%s: cannot open", from);
+    FILE *out = fopen(to, "wb");
+    if (!out) {
+        fclose(in);
+        return qkv_error_set(QKV_ERR_IO, "%s: cannot create", to);
+    }
+    char buf[65536];
+    size_t n;
+    bool ok = true;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
+    fclose(in);
+    ok &= fclose(out) == 0;
+    return ok ? QKV_OK : qkv_error_set(QKV_ERR_IO, "%s: write error", to);
+}
