@@ -117,6 +117,34 @@ if [ -n "$DATA" ]; then
   ls "$R" | grep -q '\.tmp\.' && bad "config write left a temporary" || ok "no temporary left by the config write"
 fi
 
+# ---- 1b: a new run refused before its first step leaves nothing it created -------------------------------------
+printf 'pos\tgood film good fun\nneg\tbad movie awful dull\npos\tgood good film great\nneg\tbad bad dull movie\n' \
+  >"$T/tiny.tsv"
+tiny() { # dev-file [more top-level JSON members]
+  printf '{"model": {"type": "embmean", "dim": 8}, "data": {"train": "%s", "dev": "%s"}, "train": {"steps": 2, "batch_size": 2}%s}\n' \
+    "$T/tiny.tsv" "$1" "${2:-}"
+}
+tiny "$T/tiny.tsv" >"$T/tiny_ok.json"
+tiny "$T/nonexistent.tsv" >"$T/tiny_nodev.json"
+tiny "$T/tiny.tsv" ', "eval": {"metric": "bleu"}' >"$T/tiny_metric.json"
+expect_msg "a new run with an unreadable dev file is refused" 2 'nonexistent\.tsv' \
+  "$QKV" train --config "$T/tiny_nodev.json" --run "$T/new1/a/run" --quiet
+[ ! -e "$T/new1" ] && ok "...and leaves none of the directories it made" ||
+  bad "the refused run left $(cd "$T" && find new1 | tr '\n' ' ')"
+mkdir -p "$T/mine/sub"
+echo keep >"$T/mine/notes.txt"
+before=$(dirsum "$T/mine")
+expect_msg "a new run into an existing directory, refused" 2 'nonexistent\.tsv' \
+  "$QKV" train --config "$T/tiny_nodev.json" --run "$T/mine" --quiet
+[ "$(dirsum "$T/mine")" = "$before" ] && [ "$(ls -A "$T/mine" | tr '\n' ' ')" = "notes.txt sub " ] &&
+  ok "...leaves the directory as it was" || bad "the refused run changed $(ls -A "$T/mine" | tr '\n' ' ')"
+expect_msg "a new run whose task has no such eval.metric is refused" 2 "eval\.metric: 'bleu'" \
+  "$QKV" train --config "$T/tiny_metric.json" --run "$T/new2" --quiet
+[ ! -e "$T/new2" ] && ok "...at its start, and leaves no run directory" ||
+  bad "the refused run left $(ls -A "$T/new2" | tr '\n' ' ')"
+expect_rc "the same run with a readable dev file trains" 0 "$QKV" train --config "$T/tiny_ok.json" --run "$T/new3" --quiet
+[ -f "$T/new3/config.json" ] && ok "...and keeps its run directory" || bad "the trained run has no config.json"
+
 # ---- 2: temporary files of writers that died are removed by the next writer ----------------------------------
 dead=$(dead_pid)
 echo x >"$T/shards/deep/a.tok.tmp.$dead"

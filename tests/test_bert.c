@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "corpus.h"
 #include "test.h"
 
 static char dir[] = "/tmp/qkv_bert_XXXXXX";
@@ -17,15 +18,6 @@ static char dir[] = "/tmp/qkv_bert_XXXXXX";
 static qkv_bert_config small_config(void) {
     qkv_bert_config c = qkv_bert_config_default(50, 16, 2, 4);
     c.intermediate_size = 32, c.max_positions = 12, c.hidden_dropout = 0.0f, c.attn_dropout = 0.0f;
-    return c;
-}
-
-static qkv_tensor *ctx_copy(qkv_ctx *ctx, qkv_st_file *f, const char *name) {
-    qkv_tensor *t = qkv_st_read(f, name);
-    if (!t) return NULL;
-    qkv_tensor *c = qkv_ctx_tensor(ctx, t->dtype, t->ndim, t->shape);
-    if (c) qkv_tensor_copy(c, t);
-    qkv_tensor_free(t);
     return c;
 }
 
@@ -51,9 +43,10 @@ TEST(pretrain_loss_and_gradients_match_pytorch) {
     qkv_ctx *ctx = qkv_ctx_new();
     qkv_ctx_set_grad(ctx, true);
     qkv_ctx_set_training(ctx, true);
-    qkv_bert_inputs in = {.ids = ctx_copy(ctx, f, "ids"), .type_ids = ctx_copy(ctx, f, "types"),
-                          .mask = ctx_copy(ctx, f, "mask"), .mlm_labels = ctx_copy(ctx, f, "labels")};
-    qkv_tensor *mlm, *nsp, *loss = qkv_bert_pretrain_loss(ctx, m, &in, ctx_copy(ctx, f, "nsp_labels"), &mlm, &nsp);
+    qkv_bert_inputs in = {.ids = test_st_ctx_read(ctx, f, "ids"), .type_ids = test_st_ctx_read(ctx, f, "types"),
+                          .mask = test_st_ctx_read(ctx, f, "mask"), .mlm_labels = test_st_ctx_read(ctx, f, "labels")};
+    qkv_tensor *nsp_labels = test_st_ctx_read(ctx, f, "nsp_labels");
+    qkv_tensor *mlm, *nsp, *loss = qkv_bert_pretrain_loss(ctx, m, &in, nsp_labels, &mlm, &nsp);
     CHECK_NN(loss);
     if (loss) {
         qkv_tensor *want = qkv_st_read(f, "loss"), *wm = qkv_st_read(f, "mlm_loss"), *wn = qkv_st_read(f, "nsp_loss");
@@ -167,21 +160,12 @@ static void on_record(void *user, const char *json) {
 }
 
 TEST(learns_on_austen) {
-    const char *src = test_shared_path("data/lm/train.txt");
-    char *text = src ? test_read_file(src) : NULL;
-    if (!text) {
+    /* The first ~2,500 paragraphs, chapters as the documents. */
+    const char *corpus = test_austen_documents(dir);
+    if (!corpus) {
         test_skip("no ../shared/data");
         return;
     }
-    /* The first ~2,500 paragraphs, a blank line for every CHAPTER heading: chapters are the documents. */
-    char corpus[256];
-    snprintf(corpus, sizeof corpus, "%s/austen.txt", dir);
-    FILE *f = fopen(corpus, "w");
-    int lines = 0;
-    for (char *p = strtok(text, "\n"); p && lines < 2500; p = strtok(NULL, "\n"), lines++)
-        fprintf(f, "%s\n", strncmp(p, "CHAPTER", 7) ? p : "");
-    fclose(f);
-    free(text);
     char cfg_text[1024], run[256];
     snprintf(cfg_text, sizeof cfg_text,
              "{\"model\": {\"type\": \"bert\", \"d_model\": 64, \"n_layers\": 2, \"n_heads\": 2, \"d_ff\": 256,"

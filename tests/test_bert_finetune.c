@@ -31,15 +31,6 @@ static qkv_run *make_run(const char *json) {
     return r;
 }
 
-static qkv_tensor *ctx_copy(qkv_ctx *ctx, qkv_st_file *f, const char *name) {
-    qkv_tensor *t = qkv_st_read(f, name);
-    if (!t) return NULL;
-    qkv_tensor *c = qkv_ctx_tensor(ctx, t->dtype, t->ndim, t->shape);
-    if (c) qkv_tensor_copy(c, t);
-    qkv_tensor_free(t);
-    return c;
-}
-
 /* The bert type's features + a qa_outputs Linear + qkv_span_loss, as the qa task computes them. */
 TEST(qa_head_matches_pytorch) {
     qkv_st_file *f = qkv_st_open(test_fixture_path("bert_qa.safetensors"));
@@ -71,9 +62,9 @@ TEST(qa_head_matches_pytorch) {
     qkv_ctx *ctx = qkv_ctx_new();
     qkv_ctx_set_grad(ctx, true);
     qkv_ctx_set_training(ctx, true);
-    qkv_batch b = {.ids = ctx_copy(ctx, f, "ids"), .type_ids = ctx_copy(ctx, f, "types"),
-                   .mask = ctx_copy(ctx, f, "mask"), .allowed = ctx_copy(ctx, f, "allowed"),
-                   .spans = ctx_copy(ctx, f, "spans")};
+    qkv_batch b = {.ids = test_st_ctx_read(ctx, f, "ids"), .type_ids = test_st_ctx_read(ctx, f, "types"),
+                   .mask = test_st_ctx_read(ctx, f, "mask"), .allowed = test_st_ctx_read(ctx, f, "allowed"),
+                   .spans = test_st_ctx_read(ctx, f, "spans")};
     qkv_tensor *h = type->features(ctx, m, &b), *z = qkv_nn_linear_forward(ctx, &head, h);
     CHECK_NN(z);
     if (z) {

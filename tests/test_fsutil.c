@@ -110,6 +110,58 @@ TEST(capped_reads) {
     }
 }
 
+/* What a refused command made is taken back: the directories of the path it created with everything in them, or in
+ * a directory that was there the new entries alone (files, directories and their insides), a live writer's
+ * temporary and everything that was there before kept; an undo freed without rollback keeps all. */
+TEST(undo_takes_back_what_was_created) {
+    CHECK_OK(qkv_fs_mkdirs(in_root("u")));
+    qkv_fs_undo *u = qkv_fs_undo_begin(in_root("u/new/deeper/run"));
+    CHECK_NN(u);
+    CHECK_OK(qkv_fs_mkdirs(in_root("u/new/deeper/run/sub")));
+    touch(in_root("u/new/deeper/run/sub/file"));
+    touch(in_root("u/new/deeper/run/vocab.txt"));
+    qkv_error_set(QKV_ERR_IO, "the command's own message");
+    qkv_fs_undo_rollback(u);
+    CHECK(!exists(in_root("u/new")) && is_dir(in_root("u")));
+    CHECKF(!strcmp(qkv_last_error(), "the command's own message"), "%s", qkv_last_error());
+
+    CHECK_OK(qkv_fs_mkdirs(in_root("u/have/old_dir")));
+    touch(in_root("u/have/old_file"));
+    u = qkv_fs_undo_begin(in_root("u/have"));
+    CHECK_NN(u);
+    touch(in_root("u/have/new_file"));
+    touch(in_root("u/have/old_dir/new_inside")); /* inside an entry that was there: that entry stays whole */
+    CHECK_OK(qkv_fs_mkdirs(in_root("u/have/new_dir/x")));
+    char live[96], dead[96]; /* a running writer's temporary (our parent's PID) and a dead one's */
+    snprintf(live, sizeof live, "u/have/ckpt-9.safetensors.tmp.%d", (int)getppid());
+    snprintf(dead, sizeof dead, "u/have/ckpt-8.safetensors.tmp.%d", (int)dead_pid());
+    touch(in_root(live));
+    touch(in_root(dead));
+    qkv_fs_undo_rollback(u);
+    CHECK(!exists(in_root("u/have/new_file")) && !exists(in_root("u/have/new_dir")) && !exists(in_root(dead)));
+    CHECK(exists(in_root(live)));
+    CHECK(exists(in_root("u/have/old_file")) && exists(in_root("u/have/old_dir/new_inside")));
+
+    u = qkv_fs_undo_begin(in_root("u/kept"));
+    CHECK_OK(qkv_fs_mkdirs(in_root("u/kept")));
+    qkv_fs_undo_free(u);
+    CHECK(is_dir(in_root("u/kept")));
+    qkv_fs_undo_rollback(NULL);
+}
+
+/* A copy holds the same bytes; a missing source or an uncreatable target is named. */
+TEST(copy_names_what_fails) {
+    CHECK_OK(qkv_fs_write_atomic(in_root("src.txt"), "abc\n", 4));
+    CHECK_OK(qkv_fs_copy(in_root("src.txt"), in_root("dst.txt")));
+    char *t = test_read_file(in_root("dst.txt"));
+    CHECK(t && !strcmp(t, "abc\n"));
+    free(t);
+    CHECK(qkv_fs_copy(in_root("nosuch"), in_root("x")) == QKV_ERR_IO);
+    CHECK(strstr(qkv_last_error(), "nosuch: cannot open"));
+    CHECK(qkv_fs_copy(in_root("src.txt"), in_root("no/dir/x")) == QKV_ERR_IO);
+    CHECK(strstr(qkv_last_error(), "cannot create"));
+}
+
 static int calls;
 static qkv_status refuse_wide(void *user, const char *name, int ndim, const int64_t *shape) {
     (void)user;
@@ -142,6 +194,8 @@ int main(void) {
     RUN(atomic_write_leaves_no_temporary);
     RUN(stale_temporaries_of_dead_writers_only);
     RUN(capped_reads);
+    RUN(undo_takes_back_what_was_created);
+    RUN(copy_names_what_fails);
     RUN(params_check_before_allocation);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -7,25 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "corpus.h"
 #include "test.h"
 #include "train/train_internal.h"
 
 static char dir[] = "/tmp/qkv_ptd_XXXXXX";
 static char corpus[256];
-
-static bool make_corpus(void) {
-    const char *src = test_shared_path("data/lm/train.txt");
-    char *text = src ? test_read_file(src) : NULL;
-    if (!text) return false;
-    snprintf(corpus, sizeof corpus, "%s/austen.txt", dir);
-    FILE *f = fopen(corpus, "w");
-    int lines = 0;
-    for (char *p = strtok(text, "\n"); p && lines < 2500; p = strtok(NULL, "\n"), lines++)
-        fprintf(f, "%s\n", strncmp(p, "CHAPTER", 7) ? p : "");
-    fclose(f);
-    free(text);
-    return true;
-}
 
 static qkv_run *open_run(const char *name, const char *masking) {
     char cfg_text[1024], run[256];
@@ -127,7 +114,8 @@ TEST(dynamic_masking) {
 
 int main(void) {
     if (!mkdtemp(dir)) return 1;
-    make_corpus();
+    const char *austen = test_austen_documents(dir);
+    if (austen) snprintf(corpus, sizeof corpus, "%s", austen);
     RUN(sequences_and_masks);
     RUN(dynamic_masking);
     return test_finish();

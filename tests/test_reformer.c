@@ -9,131 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus.h"
 #include "qkv/model.h"
-#include "qkv/optim.h"
 #include "qkv/reformer.h"
 #include "qkv/threads.h"
 #include "test.h"
 
 enum { TRAIN_BYTES = 300000, DEV_BYTES = 20000, B = 16, T = 64 };
 
-typedef struct {
-    int32_t *train, *dev;
-    int64_t n_train, n_dev, vocab;
-} corpus;
-
-static unsigned char *read_slice(const char *rel, int64_t max, int64_t *n) {
-    const char *path = test_shared_path(rel);
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f) return NULL;
-    unsigned char *buf = malloc((size_t)max);
-    *n = buf ? (int64_t)fread(buf, 1, (size_t)max, f) : 0;
-    fclose(f);
-    return buf;
-}
-
-/* Byte vocabulary of the training slice; dev bytes unseen in training map to id 0. */
-static bool load_corpus(corpus *c) {
-    memset(c, 0, sizeof *c);
-    unsigned char *tr = read_slice("data/lm/train.txt", TRAIN_BYTES, &c->n_train);
-    unsigned char *dv = read_slice("data/lm/dev.txt", DEV_BYTES, &c->n_dev);
-    if (!tr || !dv) {
-        free(tr);
-        free(dv);
-        return false;
-    }
-    int32_t map[256];
-    for (int i = 0; i < 256; i++) map[i] = -1;
-    for (int64_t i = 0; i < c->n_train; i++)
-        if (map[tr[i]] < 0) map[tr[i]] = (int32_t)c->vocab++;
-    c->train = malloc(sizeof(int32_t) * (size_t)c->n_train);
-    c->dev = malloc(sizeof(int32_t) * (size_t)c->n_dev);
-    for (int64_t i = 0; i < c->n_train; i++) c->train[i] = map[tr[i]];
-    for (int64_t i = 0; i < c->n_dev; i++) c->dev[i] = map[dv[i]] < 0 ? 0 : map[dv[i]];
-    free(tr);
-    free(dv);
-    return true;
-}
-
-static double unigram_entropy(const corpus *c) {
-    double h = 0, *p = calloc((size_t)c->vocab, sizeof(double));
-    for (int64_t i = 0; i < c->n_train; i++) p[c->train[i]] += 1.0 / (double)c->n_train;
-    for (int64_t v = 0; v < c->vocab; v++)
-        if (p[v] > 0) h -= p[v] * log(p[v]);
-    free(p);
-    return h;
-}
-
-static void fill_batch(const int32_t *text, int64_t n, qkv_rng *rng, bool sequential, qkv_tensor *tg) {
-    for (int b = 0; b < B; b++) {
-        int64_t s = sequential ? (int64_t)b * T : (int64_t)qkv_rng_below(rng, (uint32_t)(n - T - 1));
-        memcpy(qkv_i32(tg) + b * T, text + s + 1, sizeof(int32_t) * T);
-    }
-}
-
 /* Trains reformer_lm with the model config for `steps` AdamW steps; the dev loss (nats), or NAN; *first_loss the
- * first step's training loss. */
-static double train_and_eval(const corpus *c, const char *json, int steps, float lr, double *first_loss) {
-    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
-    CHECK_NN(type);
-    if (!type) return NAN;
-    cJSON *cfg = cJSON_Parse(json);
-    qkv_task_info info = {.vocab_size = c->vocab, .max_len = T};
-    qkv_params *params = qkv_params_new();
-    qkv_rng rng;
-    qkv_rng_init(&rng, 99);
-    qkv_model *m = type->create(cfg, &info, params, &rng);
-    CHECKF(m != NULL, "create: %s", qkv_last_error());
-    qkv_optim_config oc = qkv_optim_defaults(QKV_ADAMW);
-    oc.lr = lr;
-    oc.weight_decay = 0.01f;
-    qkv_optim *opt = m ? qkv_optim_new(params, &oc) : NULL;
-    qkv_ctx *ctx = qkv_ctx_new();
-    qkv_tensor *tg = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
-    double first = NAN, dev = NAN;
-    for (int s = 0; m && s < steps; s++) {
-        qkv_ctx_reset(ctx);
-        qkv_optim_zero_grad(opt);
-        fill_batch(c->train, c->n_train, &rng, false, tg);
-        qkv_batch b = {.targets = tg, .n_tokens = B * T};
-        qkv_tensor *loss = type->loss(ctx, m, &b);
-        if (!loss || qkv_backward(ctx, loss) != QKV_OK) {
-            CHECKF(false, "step %d: %s", s, qkv_last_error());
-            break;
-        }
-        if (s == 0) first = qkv_f32(loss)[0];
-        qkv_clip_grad_norm(params, 1.0f);
-        CHECK_OK(qkv_optim_step(opt));
-    }
-    if (m) {
-        qkv_ctx_reset(ctx);
-        qkv_ctx_set_grad(ctx, false);
-        qkv_ctx_set_training(ctx, false);
-        fill_batch(c->dev, c->n_dev, &rng, true, tg);
-        qkv_batch b = {.targets = tg, .n_tokens = B * T};
-        qkv_tensor *loss = type->loss(ctx, m, &b);
-        CHECK_NN(loss);
-        if (loss) dev = qkv_f32(loss)[0];
-        printf("  %s: first train loss %.3f, dev loss after %d steps %.3f nats (%.3f bits/char)\n", json, first,
-               steps, dev, dev / log(2.0));
-        *first_loss = first;
-        type->free(m);
-    }
-    qkv_tensor_free(tg);
-    qkv_ctx_free(ctx);
-    qkv_optim_free(opt);
-    qkv_params_free(params);
-    cJSON_Delete(cfg);
+ * first step's training loss. The model reads its inputs from the targets, so batches carry targets alone. */
+static double train_and_eval(const test_char_corpus *c, const char *json, int steps, float lr, double *first_loss) {
+    test_char_lm lm;
+    test_char_lm_train(&lm, c, "reformer_lm", json, json, steps, lr, B, T, false);
+    if (lm.model) *first_loss = lm.first_loss;
+    double dev = lm.dev_loss;
+    test_char_lm_free(&lm);
     return dev;
 }
 
 TEST(char_reformer_learns) {
-    corpus c;
-    if (!load_corpus(&c)) {
+    test_char_corpus c;
+    if (!test_char_corpus_load(&c, TRAIN_BYTES, DEV_BYTES)) {
         test_skip("QKV_SHARED/data/lm/{train,dev}.txt not found (set QKV_SHARED)");
         return;
     }
-    double h = unigram_entropy(&c), first = NAN;
+    double h = test_char_corpus_entropy(&c), first = NAN;
     /* Under the sanitizers (an unoptimised build, ~30x slower) a short run that must only make progress. */
     const bool sanitized = getenv("QKV_SANITIZED") != NULL;
     printf("  unigram entropy of the slice: %.3f nats\n", h);
@@ -147,8 +48,7 @@ TEST(char_reformer_learns) {
                                       "\"positions\": \"axial\"}",
                                   sanitized ? 10 : 60, 3e-3f, &first);
     CHECKF(isfinite(mixed) && mixed < (sanitized ? first : h), "mixed / axial reformer dev loss %.3f too high", mixed);
-    free(c.train);
-    free(c.dev);
+    test_char_corpus_free(&c);
 }
 
 /* Peak arena of one training step with 2 and 8 layers: the reversible blocks keep it nearly flat (the extra

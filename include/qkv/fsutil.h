@@ -32,6 +32,21 @@ qkv_status qkv_fs_check_not_dir(const char *path, const char *what);
  * Works for pipes and devices too: as their size is not known up front, they are also refused as soon as a line
  * grows past max_line bytes (0: no line limit), so /dev/zero fails at once. */
 char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line, const char *what, size_t *len);
+/* Copies the file from to the file to (created or replaced; "FROM: cannot open", "TO: cannot create", "TO: write
+ * error"). */
+qkv_status qkv_fs_copy(const char *from, const char *to);
+
+/* A command that fills a directory and may fail before it has made anything worth keeping (qkv train refused for a
+ * bad config value or an unreadable data file) takes back what it created: begin notes, before anything is written,
+ * which directories of the path do not exist yet or, for an existing directory, which entries it holds; rollback
+ * then removes the directories it made with everything in them, or the entries that were not there (a live writer's
+ * NAME.tmp.PID excepted). Entries that were there stay as they are. NULL from begin only when out of memory. */
+typedef struct qkv_fs_undo qkv_fs_undo;
+qkv_fs_undo *qkv_fs_undo_begin(const char *dir);
+/* Removes what appeared since begin and frees u; leaves qkv_last_error() as it was. NULL is a no-op. */
+void qkv_fs_undo_rollback(qkv_fs_undo *u);
+/* Keeps everything and frees u. */
+void qkv_fs_undo_free(qkv_fs_undo *u);
 
 #ifdef __cplusplus
 }

@@ -190,3 +190,146 @@ char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line
     if (len) *len = n;
     return buf;
 }
+
+/* ---- taking back what a failed command created ---------------------------------------------------------------- */
+
+struct qkv_fs_undo {
+    char *dir;
+    char *created;  /* the top-most directory of dir's path that did not exist at begin, or NULL */
+    bool existed;   /* dir existed at begin: names are its entries then */
+    char **names;
+    size_t n_names;
+};
+
+static char *path_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static void free_names(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* The entries of dir without . and .. (*n of them; NULL when there are none or dir cannot be read). Read whole
+ * before anyone removes an entry, since readdir's view of a directory that changes under it is unspecified. */
+static char **list_names(const char *dir, size_t *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (*n == cap) {
+            char **grown = realloc(names, sizeof *names * (cap = cap ? 2 * cap : 16));
+            if (!grown) break;
+            names = grown;
+        }
+        if (!(names[*n] = strdup(e->d_name))) break;
+        (*n)++;
+    }
+    closedir(d);
+    return names;
+}
+
+/* path and, for a directory (not a link to one), everything in it. */
+static void remove_tree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (!S_ISDIR(sb.st_mode)) {
+        unlink(path);
+        return;
+    }
+    size_t n;
+    char **names = list_names(path, &n);
+    for (size_t i = 0; i < n; i++) {
+        char *p = path_join(path, names[i]);
+        if (p) remove_tree(p);
+        free(p);
+    }
+    free_names(names, n);
+    rmdir(path);
+}
+
+qkv_fs_undo *qkv_fs_undo_begin(const char *dir) {
+    qkv_fs_undo *u = calloc(1, sizeof *u);
+    if (!u || !dir || !(u->dir = strdup(dir))) {
+        free(u);
+        qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    struct stat sb;
+    if (!*dir) return u; /* nothing qkv_fs_mkdirs would create */
+    if (stat(dir, &sb) == 0) {
+        u->existed = true;
+        u->names = list_names(dir, &u->n_names);
+        return u;
+    }
+    /* The first prefix qkv_fs_mkdirs would create. Only a prefix that certainly does not exist counts: one that
+     * cannot be looked at (EACCES) may well be someone's. */
+    char *p = strdup(dir);
+    for (char *s = p ? p + 1 : NULL; s; s++) {
+        bool end = *s == '\0';
+        if (*s != '/' && !end) continue;
+        char keep = *s;
+        *s = '\0';
+        if (stat(p, &sb) != 0) {
+            if (errno == ENOENT) u->created = p, p = NULL;
+            break;
+        }
+        *s = keep;
+        if (end) break;
+    }
+    free(p);
+    return u;
+}
+
+void qkv_fs_undo_rollback(qkv_fs_undo *u) {
+    if (!u) return;
+    if (u->created) {
+        remove_tree(u->created);
+    } else if (u->existed) {
+        size_t n;
+        char **now = list_names(u->dir, &n);
+        for (size_t i = 0; i < n; i++) {
+            bool old = false;
+            for (size_t k = 0; k < u->n_names && !old; k++) old = !strcmp(now[i], u->names[k]);
+            long pid = tmp_pid(now[i]);
+            bool live_writer = pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
+            char *p = old || live_writer ? NULL : path_join(u->dir, now[i]);
+            if (p) remove_tree(p);
+            free(p);
+        }
+        free_names(now, n);
+    }
+    qkv_fs_undo_free(u);
+}
+
+void qkv_fs_undo_free(qkv_fs_undo *u) {
+    if (!u) return;
+    free_names(u->names, u->n_names);
+    free(u->dir);
+    free(u->created);
+    free(u);
+}
+
+qkv_status qkv_fs_copy(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    if (!in) return qkv_error_set(QKV_ERR_IO, "%s: cannot open", from);
+    FILE *out = fopen(to, "wb");
+    if (!out) {
+        fclose(in);
+        return qkv_error_set(QKV_ERR_IO, "%s: cannot create", to);
+    }
+    char buf[65536];
+    size_t n;
+    bool ok = true;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
+    fclose(in);
+    ok &= fclose(out) == 0;
+    return ok ? QKV_OK : qkv_error_set(QKV_ERR_IO, "%s: write error", to);
+}

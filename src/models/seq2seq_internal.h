@@ -1,9 +1,10 @@
-/* Helpers shared by the two translation models (lstm_seq2seq.c, transformer_seq2seq.c): the masked loss and the
- * bits of decoding state both models keep. Not installed. */
+/* Helpers shared by the translation models (lstm_seq2seq.c, transformer_seq2seq.c, t5.c): the masked loss, the
+ * attention maps of an encoder-decoder and the bits of decoding state they keep. Not installed. */
 #ifndef QKV_SEQ2SEQ_INTERNAL_H
 #define QKV_SEQ2SEQ_INTERNAL_H
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qkv/model.h"
@@ -42,6 +43,23 @@ static inline void s2s_copy_row(void *user, int dst, int src) {
     s2s_rows *r = user;
     memcpy(dst < 0 ? r->aside : r->base + (int64_t)dst * r->row, src < 0 ? r->aside : r->base + (int64_t)src * r->row,
            r->bytes);
+}
+
+/* The attention maps of a Transformer encoder-decoder's forward: cross-attention first (slot l = decoder layer l), so
+ * readers that only want the alignments need not know about the others, then the encoder's self-attention and the
+ * decoder's causal self-attention. */
+static inline void s2s_fill_maps(qkv_attention_maps *maps, int n_enc, int n_dec, qkv_tensor *const *enc,
+                                 qkv_tensor *const *dec, qkv_tensor *const *cross) {
+    static const char *const what[3] = {"decoder %d cross", "encoder %d self", "decoder %d self"};
+    static const char *const kind[3] = {"cross", "self", "causal"};
+    qkv_tensor *const *w[3] = {cross, enc, dec};
+    memset(maps, 0, sizeof *maps);
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l < (k == 1 ? n_enc : n_dec); l++) {
+            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], what[k], l + 1);
+            maps->kind[maps->n_layers] = kind[k];
+            maps->weights[maps->n_layers++] = w[k][l];
+        }
 }
 
 /* Gathers the rows of a contiguous decoding-state tensor: *view (the first rows of `full` along axis 0) becomes rows

@@ -453,25 +453,7 @@ static qkv_tensor *t5_forward(qkv_ctx *ctx, qkv_model *model, const qkv_batch *b
     qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0}, *enc[QKV_NN_MAX_LAYERS] = {0}, *dec[QKV_NN_MAX_LAYERS] = {0};
     qkv_tensor *logits = t5_logits(ctx, m, b->src_ids, pad, b->ids, maps ? enc : NULL, maps ? dec : NULL,
                                    maps ? cross : NULL);
-    if (maps && logits) { /* cross-attention first, as transformer_seq2seq's */
-        memset(maps, 0, sizeof *maps);
-        const int nd = m->cfg.n_dec, ne = m->cfg.n_enc;
-        for (int l = 0; l < nd; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d cross", l + 1);
-            maps->kind[maps->n_layers] = "cross";
-            maps->weights[maps->n_layers++] = cross[l];
-        }
-        for (int l = 0; l < ne; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "encoder %d self", l + 1);
-            maps->kind[maps->n_layers] = "self";
-            maps->weights[maps->n_layers++] = enc[l];
-        }
-        for (int l = 0; l < nd; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d self", l + 1);
-            maps->kind[maps->n_layers] = "causal";
-            maps->weights[maps->n_layers++] = dec[l];
-        }
-    }
+    if (maps && logits) s2s_fill_maps(maps, m->cfg.n_enc, m->cfg.n_dec, enc, dec, cross);
     return logits;
 }
 

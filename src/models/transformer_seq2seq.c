@@ -343,32 +343,11 @@ static qkv_tensor *tf_model_forward(qkv_ctx *ctx, qkv_model *model, const qkv_ba
     }
     qkv_tensor *pad = qkv_nn_padding_of(ctx, b->src_mask);
     if (b->src_mask && !pad) return NULL;
-    int nl = tm->m.tf.decoder.num_layers;
-    /* Cross-attention maps come first (slot l = decoder layer l), so readers that only want the alignments need not
-     * know about the others; the encoder's and the decoder's self-attention follow. */
-    int ne = tm->m.tf.encoder.num_layers;
     _Static_assert(3 * QKV_NN_MAX_LAYERS <= QKV_ATTENTION_MAPS_MAX, "an encoder-decoder's maps fit the slots");
     qkv_tensor *cross[QKV_NN_MAX_LAYERS] = {0}, *enc[QKV_NN_MAX_LAYERS] = {0}, *dec[QKV_NN_MAX_LAYERS] = {0};
     qkv_tensor *logits = qkv_tf_s2s_forward_maps(ctx, &tm->m, b->src_ids, pad, b->ids, maps ? enc : NULL,
                                                  maps ? dec : NULL, maps ? cross : NULL);
-    if (maps && logits) {
-        memset(maps, 0, sizeof *maps);
-        for (int l = 0; l < nl; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d cross", l + 1);
-            maps->kind[maps->n_layers] = "cross";
-            maps->weights[maps->n_layers++] = cross[l];
-        }
-        for (int l = 0; l < ne; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "encoder %d self", l + 1);
-            maps->kind[maps->n_layers] = "self";
-            maps->weights[maps->n_layers++] = enc[l];
-        }
-        for (int l = 0; l < nl; l++) {
-            snprintf(maps->name[maps->n_layers], sizeof maps->name[0], "decoder %d self", l + 1);
-            maps->kind[maps->n_layers] = "causal";
-            maps->weights[maps->n_layers++] = dec[l];
-        }
-    }
+    if (maps && logits) s2s_fill_maps(maps, tm->m.tf.encoder.num_layers, tm->m.tf.decoder.num_layers, enc, dec, cross);
     return logits;
 }
 

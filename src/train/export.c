@@ -20,16 +20,6 @@ qkv_status qkv_run_export_hf(qkv_run *r, const char *dir) {
     snprintf(to, sizeof to, "%s/vocab.txt", dir);
     FILE *in = fopen(from, "rb");
     if (!in) return QKV_OK; /* a wordpiece vocabulary named by data.vocab_file only: nothing of the run's own */
-    FILE *out = fopen(to, "wb");
-    if (!out) {
-        fclose(in);
-        return qkv_error_set(QKV_ERR_IO, "%s: cannot create", to);
-    }
-    char buf[65536];
-    size_t n;
-    bool ok = true;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
     fclose(in);
-    ok &= fclose(out) == 0;
-    return ok ? QKV_OK : qkv_error_set(QKV_ERR_IO, "%s: write error", to);
+    return qkv_fs_copy(from, to);
 }

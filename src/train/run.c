@@ -1,7 +1,6 @@
 /* A run: its directory, config, task data, model, optimiser and schedule; opening one for evaluation; the
  * evaluator and the predictor. The training loop itself is in loop.c. */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,21 +23,6 @@ static char *path_in(const char *dir, const char *name) {
     if (p) snprintf(p, n, "%s/%s", dir, name);
     else qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     return p;
-}
-
-long qkv__run_newest_checkpoint(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    long best = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char tail[32];
-        long step;
-        if (sscanf(e->d_name, "ckpt-%ld%31s", &step, tail) == 2 && !strcmp(tail, ".safetensors") && step > best)
-            best = step;
-    }
-    closedir(d);
-    return best;
 }
 
 static qkv_status write_config(const char *dir, const cJSON *cfg) {

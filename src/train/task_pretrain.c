@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "qkv/documents.h"
+#include "qkv/fsutil.h"
 #include "qkv/ops.h"
 #include "qkv/rng.h"
 #include "train_internal.h"
@@ -96,23 +97,6 @@ static char *join(const char *dir, const char *name) {
     return s;
 }
 
-static qkv_status copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb");
-    if (!in) return qkv_error_set(QKV_ERR_IO, "%s: cannot open", from);
-    FILE *out = fopen(to, "wb");
-    if (!out) {
-        fclose(in);
-        return qkv_error_set(QKV_ERR_IO, "%s: cannot create", to);
-    }
-    char buf[65536];
-    size_t n;
-    bool ok = true;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
-    fclose(in);
-    ok &= fclose(out) == 0;
-    return ok ? QKV_OK : qkv_error_set(QKV_ERR_IO, "%s: write error", to);
-}
-
 static qkv_status train_vocab(pretrain_state *p, const qkv_run_settings *rs, const char *path) {
     const qkv_documents *d = p->docs[0];
     const char **texts = malloc(sizeof *texts * (d->n_sentences + 1));
@@ -152,7 +136,7 @@ qkv_status qkv__pretrain_prepare(task *t, const qkv_run_settings *rs, const char
     qkv_status st = QKV_OK;
     if (fresh) {
         if (*rs->data.vocab_file) {
-            st = copy_file(rs->data.vocab_file, vocab_path);
+            st = qkv_fs_copy(rs->data.vocab_file, vocab_path);
         } else {
             st = read_corpus(p);
             if (!st) st = train_vocab(p, rs, vocab_path);

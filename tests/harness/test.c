@@ -143,3 +143,12 @@ const char *test_shared_path(const char *rel) {
     snprintf(buf, sizeof buf, "%s/%s", dir, rel);
     return buf;
 }
+
+qkv_tensor *test_st_ctx_read(qkv_ctx *ctx, qkv_st_file *f, const char *name) {
+    qkv_tensor *t = qkv_st_read(f, name);
+    if (!t) return NULL;
+    qkv_tensor *c = qkv_ctx_tensor(ctx, t->dtype, t->ndim, t->shape);
+    if (c) qkv_tensor_copy(c, t);
+    qkv_tensor_free(t);
+    return c;
+}

@@ -51,5 +51,8 @@ const char *test_write_file(const char *dir, const char *name, const char *conte
 const char *test_fixture_path(const char *name);
 /* Path under the shared folder (QKV_SHARED/rel), or NULL if QKV_SHARED is unset. Static buffer. */
 const char *test_shared_path(const char *rel);
+/* Tensor `name` of a safetensors fixture, copied into the context (it lives until the context's reset); NULL when
+ * the file lacks it. */
+qkv_tensor *test_st_ctx_read(qkv_ctx *ctx, qkv_st_file *f, const char *name);
 
 #endif

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 
 #include "qkv/optim.h"
+#include "qkv/rng.h"
+#include "qkv/tensor.h"
 
 typedef struct bench_ctx {
     const char *name;        /* entry name (and configs.json key when it has one) */
@@ -60,5 +62,28 @@ void bench_add_times(const bench_ctx *b, cJSON *o, const double *ms, int n, doub
 /* Adds peak_rss_mib, prints the line to stdout, frees o. */
 void bench_emit(cJSON *o);
 double bench_median(const double *v, int n);
+
+/* What a timed measurement reports besides its timings. params, matmul_params, batch and seq_len go into the line
+ * in torch_ref.py's order, each left out when 0; tokens, seqs and flops per step are bench_add_times's.
+ * warmup, min_steps and max_steps override the configured values unless 0 (--warmup / --max-steps still win). */
+typedef struct bench_measure {
+    double params, matmul_params, batch, seq_len;
+    double tokens, seqs, flops;
+    int warmup, min_steps, max_steps;
+    double median_ms; /* set by bench_run_timed: the median step time, unrounded */
+} bench_measure;
+
+/* The tail every timed entry shares: times step, then returns bench_result's object with m's fields and the timing
+ * fields, for the entry to add its own and bench_emit. NULL, with a message, when out of memory. */
+cJSON *bench_run_timed(const bench_ctx *b, const char *mode, bench_step_fn step, void *user, bench_measure *m);
+
+/* B x T token ids drawn uniformly from [0, vocab) (a heap tensor; NULL when out of memory). */
+qkv_tensor *bench_random_ids(qkv_rng *rng, long vocab, long B, long T);
+/* configs.json's bench.seed, 1234 when absent. */
+uint64_t bench_seed(const bench_ctx *b);
+/* torch_ref.py's flops("nmt"): matmul FLOPs of one training step (3 x forward) of an encoder-decoder Transformer,
+ * B x S source and B x T target tokens, width d, feed-forward f, ne + nd layers, V output words;
+ * *matmul_params gets the weights those products use. */
+double bench_s2s_train_flops(long B, long S, long T, long d, long f, long ne, long nd, long V, double *matmul_params);
 
 #endif

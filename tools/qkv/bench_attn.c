@@ -64,8 +64,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     r.b_in = qkv_tensor_new(QKV_F32, QKV_DIMS(3 * E));
     r.w_out = qkv_tensor_new(QKV_F32, QKV_DIMS(E, E));
     r.b_out = qkv_tensor_new(QKV_F32, QKV_DIMS(E));
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm = 0;
-    if (!r.ctx || !r.x || !r.w_in || !r.b_in || !r.w_out || !r.b_out || !ms) {
+    if (!r.ctx || !r.x || !r.w_in || !r.b_in || !r.w_out || !r.b_out) {
         fprintf(stderr, "qkv bench attn: %s\n", qkv_last_error());
         return CLI_RUNTIME;
     }
@@ -78,19 +77,16 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     qkv_tensor *all[5] = {r.x, r.w_in, r.b_in, r.w_out, r.b_out};
     for (int i = 0; i < 5; i++) qkv_tensor_set_requires_grad(all[i], true);
 
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
     /* Matmul FLOPs as torch_ref.py counts them: 4 projections + QK^T and PV, training = 3 x forward. */
     double fwd = 2.0 * 4 * E * E * r.B * r.T + (double)r.B * 4 * r.T * r.T * E;
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", (double)r.B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)r.T);
-    bench_add_times(b, o, ms, n, warm, (double)(r.B * r.T), (double)r.B, 3 * fwd);
+    bench_measure bm = {.batch = r.B, .seq_len = r.T, .tokens = (double)(r.B * r.T), .seqs = r.B, .flops = 3 * fwd};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "attn_core_flops_per_step", 3.0 * r.B * 4 * r.T * r.T * E);
     cJSON_AddStringToObject(o, "attention", "fused");
     cJSON_AddNumberToObject(o, "arena_mib", (double)qkv_ctx_arena_bytes(r.ctx) / (1 << 20));
     cJSON_AddStringToObject(o, "status", "ok");
     bench_emit(o);
-    free(ms);
     for (int i = 0; i < 5; i++) qkv_tensor_free(all[i]);
     qkv_ctx_free(r.ctx);
     return CLI_OK;

@@ -73,22 +73,17 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     }
     qkv_ctx_set_grad(r.ctx, true);
     qkv_ctx_set_training(r.ctx, true);
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
     /* matmul FLOPs, training = 3 x forward: the blocks on every token, the attention core, the MLM head (transform
      * and tied decoder) on the masked positions, pooler and NSP on [CLS]. */
     double D = (double)d, n_blk = (double)L * (4 * D * D + 2 * D * (double)F);
     double fwd = 2 * n_blk * (double)(B * T) + (double)L * (double)B * 4 * (double)T * (double)T * D +
                  2 * (double)(B * P) * (D * D + D * (double)V) + 2 * (double)B * (D * D + 2 * D);
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .batch = B, .seq_len = T,
+                        .tokens = (double)(B * T), .seqs = B, .flops = 3 * fwd};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "max_predictions", (double)P);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, 3 * fwd);
     bench_emit(o);
-    free(ms);
     qkv_optim_free(r.opt);
     qkv_bert_free(r.m);
     qkv_tensor_free(r.ids), qkv_tensor_free(r.types), qkv_tensor_free(r.mask), qkv_tensor_free(r.labels);

@@ -86,23 +86,16 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
         qkv_ctx_set_grad(r.ctx, false);
     }
 
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, train ? train_step : infer_step, &r, -1, -1, -1, ms, &warm);
-
     /* torch_ref.py's count: matmul FLOPs of the full model (even where qkv skips work), training = 3 x forward. */
     double d = (double)c.d_model, f = (double)c.d_ff, L = (double)c.n_layers;
     double mm = L * (4 * d * d + 2 * d * f);
     double fwd = 2 * mm * B * T + L * B * 4.0 * T * T * d + 2 * d * C * B;
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    cJSON_AddNumberToObject(o, "matmul_params", mm);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, train ? 3 * fwd : fwd);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .matmul_params = mm, .batch = B, .seq_len = T,
+                        .tokens = (double)(B * T), .seqs = B, .flops = train ? 3 * fwd : fwd};
+    cJSON *o = bench_run_timed(b, mode, train ? train_step : infer_step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "arena_mib", (double)qkv_ctx_arena_bytes(r.ctx) / (1 << 20));
     bench_emit(o);
-    free(ms);
     qkv_optim_free(r.opt);
     qkv_tensor_free(r.ids);
     qkv_tensor_free(r.labels);

@@ -42,15 +42,11 @@ static int run_glove(const bench_ctx *b, const char *mode, long seq_len) {
     glove_run r = {
         .path = cli_shared_path("pretrained/glove-6B-100d-top20k/glove.6B.100d.top20k.txt", buf, sizeof buf)};
     if (!r.path) return cli_error("bench", CLI_INPUT, "glove: ../shared/pretrained/glove-6B-100d-top20k not found");
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, glove_step, &r, -1, -1, -1, ms, &warm);
-    cJSON *o = bench_result(b, mode);
+    cJSON *o = bench_run_timed(b, mode, glove_step, &r, &(bench_measure){0});
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "words", (double)r.words);
     cJSON_AddNumberToObject(o, "dim", (double)r.dim);
-    bench_add_times(b, o, ms, n, warm, 0, 0, 0);
     bench_emit(o);
-    free(ms);
     return CLI_OK;
 }
 
@@ -103,19 +99,14 @@ static int run_bert(const bench_ctx *b, const char *mode, long seq_len) {
     }
     qkv_ctx_set_grad(r.ctx, false);
     qkv_ctx_set_training(r.ctx, false);
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, bert_step, &r, -1, -1, -1, ms, &warm);
     double E = (double)c->hidden_size, I = (double)c->intermediate_size, L = (double)c->num_layers;
     double flops = L * (2.0 * T * (4 * E * E + 2 * E * I) + 4.0 * T * T * E) + 2.0 * E * E;
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", 1);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(qkv_hf_params(r.m)));
+    bench_measure bm = {.params = (double)qkv_params_numel(qkv_hf_params(r.m)), .batch = 1, .seq_len = T, .tokens = T,
+                        .seqs = 1, .flops = flops};
+    cJSON *o = bench_run_timed(b, mode, bert_step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "load_s", (double)(long long)(load_s * 1e3 + 0.5) / 1e3);
-    bench_add_times(b, o, ms, n, warm, (double)T, 1, flops);
     bench_emit(o);
-    free(ms);
     qkv_tensor_free(r.ids);
     qkv_tensor_free(r.mask);
     qkv_hf_free(r.m);

@@ -102,25 +102,21 @@ double bench_layer_ms(const bench_ctx *b, const char *kind, long D, long B, long
 static int run(const bench_ctx *b, const char *mode, long seq_len) {
     long D = bench_cfg_int(b, "width", 256), B = bench_cfg_int(b, "batch", 1), T = seq_len > 0 ? seq_len : 1024;
     layer_run r;
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm = 0;
-    if (!ms || !setup(&r, mode, D, B, T)) {
+    if (!setup(&r, mode, D, B, T)) {
         fprintf(stderr, "qkv bench layers: %s\n", qkv_last_error());
-        free(ms);
         return CLI_RUNTIME;
     }
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
-    int rc = r.failed ? CLI_RUNTIME : CLI_OK;
+    bench_measure bm = {.batch = B, .seq_len = T, .tokens = (double)(B * T), .seqs = B};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    int rc = !o || r.failed ? CLI_RUNTIME : CLI_OK;
     if (!rc) {
-        cJSON *o = bench_result(b, mode);
-        cJSON_AddNumberToObject(o, "batch", (double)B);
-        cJSON_AddNumberToObject(o, "seq_len", (double)T);
         cJSON_AddNumberToObject(o, "width", (double)D);
-        bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, 0);
         cJSON_AddStringToObject(o, "status", "ok");
         bench_emit(o);
+    } else {
+        cJSON_Delete(o);
     }
     teardown(&r);
-    free(ms);
     return rc;
 }
 

@@ -76,10 +76,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     qkv_rng rng;
     qkv_rng_init(&rng, (uint64_t)bench_cfg_int(b, "seed", 1234));
     if (!r.ctx || !r.params || !(r.model = qkv_gpt_new(&c, r.params, NULL, &rng))) die("model");
-    int max_steps = b->max_steps_set ? b->max_steps : (gen ? (int)repeats : b->max_steps);
-    double *ms = malloc(sizeof *ms * (size_t)(max_steps > 0 ? max_steps : 1)), warm = 0;
-    int n;
-    double tokens, flops;
+    bench_measure bm = {0};
     long L = c.n_layers, d = c.d_model;
     double nmat = (double)L * (4.0 * d * d + 2.0 * d * c.d_ff) + (double)d * c.vocab_size;
     if (gen) {
@@ -87,11 +84,11 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
         for (long i = 0; i < r.prompt_len; i++) r.prompt[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
         r.out = malloc(sizeof(int32_t) * (size_t)r.new_tokens);
         if (!(r.dec = qkv_lm_decoder_new(&qkv_model_gpt, (qkv_model *)r.model)) || !r.out) die("decoder");
-        n = bench_time(b, gen_step, &r, 1, -1, max_steps, ms, &warm);
-        tokens = (double)r.new_tokens;
-        flops = 0;
+        bm.warmup = 1;
+        bm.max_steps = (int)repeats;
+        bm.tokens = (double)r.new_tokens;
         for (long p = r.prompt_len - 1; p < r.prompt_len - 1 + r.new_tokens; p++)
-            flops += 2 * nmat + (double)L * 4 * (p + 1) * d;
+            bm.flops += 2 * nmat + (double)L * 4 * (p + 1) * d;
         T = r.new_tokens;
     } else {
         r.x = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
@@ -101,21 +98,17 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
         if (!r.x || !r.y || !(r.opt = qkv_optim_new(r.params, &oc))) die("setup");
         for (long i = 0; i < B * T; i++) qkv_i32(r.x)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
         for (long i = 0; i < B * T; i++) qkv_i32(r.y)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
-        n = bench_time(b, train_step, &r, -1, -1, -1, ms, &warm);
-        tokens = (double)(B * T);
-        flops = 3 * (2 * nmat * B * T + (double)L * B * 4 * T * T * d);
+        bm.tokens = (double)(B * T);
+        bm.seqs = B;
+        bm.flops = 3 * (2 * nmat * B * T + (double)L * B * 4 * T * T * d);
     }
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    cJSON_AddNumberToObject(o, "matmul_params", nmat);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    bench_add_times(b, o, ms, n, warm, tokens, gen ? 0 : (double)B, flops);
-    if (gen) cJSON_AddNumberToObject(o, "ms_per_token_median", round(bench_median(ms, n) / tokens * 1e3) / 1e3);
+    bm.params = (double)qkv_params_numel(r.params), bm.matmul_params = nmat, bm.batch = B, bm.seq_len = T;
+    cJSON *o = bench_run_timed(b, mode, gen ? gen_step : train_step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
+    if (gen) cJSON_AddNumberToObject(o, "ms_per_token_median", round(bm.median_ms / bm.tokens * 1e3) / 1e3);
     if (!gen) cJSON_AddNumberToObject(o, "arena_mib", (double)qkv_ctx_arena_bytes(r.ctx) / (1 << 20));
     cJSON_AddStringToObject(o, "status", "ok");
     bench_emit(o);
-    free(ms);
     free(r.out);
     qkv_lm_decoder_free(r.dec);
     qkv_optim_free(r.opt);

@@ -83,8 +83,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     r.w_v = qkv_tensor_new(QKV_F32, QKV_DIMS(E, E));
     r.w_out = qkv_tensor_new(QKV_F32, QKV_DIMS(E, E));
     r.b_out = qkv_tensor_new(QKV_F32, QKV_DIMS(E));
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm = 0;
-    if (!r.ctx || !r.x || !r.w_qk || !r.w_v || !r.w_out || !r.b_out || !ms) {
+    if (!r.ctx || !r.x || !r.w_qk || !r.w_v || !r.w_out || !r.b_out) {
         fprintf(stderr, "qkv bench lsh: %s\n", qkv_last_error());
         return CLI_RUNTIME;
     }
@@ -98,16 +97,14 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     qkv_tensor *all[5] = {r.x, r.w_qk, r.w_v, r.w_out, r.b_out};
     for (int i = 0; i < 5; i++) qkv_tensor_set_requires_grad(all[i], true);
 
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
     /* Matmul FLOPs: 3 projections, then QK^T and PV over each query's keys (2 chunks per hash round for LSH, the
      * whole sequence for full attention, as torch_ref.py counts a causal model); training = 3 x forward. */
     double keys = r.lsh ? 2.0 * r.chunk * r.n_hashes : (double)r.T;
     double fwd = 2.0 * 3 * E * E * r.B * r.T + (double)r.B * 4 * r.T * keys * E;
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", (double)r.B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)r.T);
-    bench_add_times(b, o, ms, n, warm, (double)(r.B * r.T), (double)r.B, 3 * fwd);
-    cJSON_AddNumberToObject(o, "us_per_token", 1000.0 * bench_median(ms, n) / (double)(r.B * r.T));
+    bench_measure bm = {.batch = r.B, .seq_len = r.T, .tokens = (double)(r.B * r.T), .seqs = r.B, .flops = 3 * fwd};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
+    cJSON_AddNumberToObject(o, "us_per_token", 1000.0 * bm.median_ms / (double)(r.B * r.T));
     cJSON_AddStringToObject(o, "attention", r.lsh ? "lsh" : "fused");
     if (r.lsh) {
         cJSON_AddNumberToObject(o, "chunk_len", (double)r.chunk);
@@ -122,7 +119,6 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     cJSON_AddNumberToObject(o, "arena_mib", (double)qkv_ctx_arena_peak(r.ctx) / (1 << 20));
     cJSON_AddStringToObject(o, "status", "ok");
     bench_emit(o);
-    free(ms);
     for (int i = 0; i < 5; i++) qkv_tensor_free(all[i]);
     qkv_ctx_free(r.ctx);
     return CLI_OK;

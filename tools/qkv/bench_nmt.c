@@ -35,21 +35,13 @@ static void step(void *u) {
     }
 }
 
-static qkv_tensor *random_ids(qkv_rng *rng, long vocab, long B, long T) {
-    qkv_tensor *t = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
-    for (int64_t i = 0; t && i < B * T; i++) qkv_i32(t)[i] = (int32_t)qkv_rng_below(rng, (uint32_t)vocab);
-    return t;
-}
-
-
 static int run(const bench_ctx *b, const char *mode, bool lstm) {
     long B = bench_cfg_int(b, "batch", lstm ? 64 : 32), S = bench_cfg_int(b, "src_len", lstm ? 32 : 64);
     long T = bench_cfg_int(b, "tgt_len", lstm ? 32 : 64), Vs = bench_cfg_int(b, "src_vocab", 8000);
     long Vt = bench_cfg_int(b, "tgt_vocab", 8000);
     nmt_run r = {.ctx = qkv_ctx_new(), .params = qkv_params_new(), .lstm = lstm};
     qkv_rng rng;
-    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b->configs, "bench"), "seed");
-    qkv_rng_init(&rng, cJSON_IsNumber(seed) ? (uint64_t)seed->valuedouble : 1234);
+    qkv_rng_init(&rng, bench_seed(b));
     qkv_status st;
     double flops, matmul_params;
     if (lstm) {
@@ -80,32 +72,22 @@ static int run(const bench_ctx *b, const char *mode, bool lstm) {
             return CLI_USAGE;
         }
         st = qkv_tf_s2s_init(&r.tm, r.params, &c, &rng);
-        /* torch_ref.py's flops("nmt") */
-        double nenc = ne * (4.0 * d * d + 2.0 * d * f), nd_t = nd * (6.0 * d * d + 2.0 * d * f) + (double)d * Vt;
-        double nd_s = nd * 2.0 * d * d, attn = B * (ne * 4.0 * S * S * d + nd * (4.0 * T * T * d + 4.0 * T * S * d));
-        flops = 3 * (2 * nenc * B * S + 2 * nd_s * B * S + 2 * nd_t * B * T + attn);
-        matmul_params = ne * (4.0 * d * d + 2.0 * d * f) + nd * (8.0 * d * d + 2.0 * d * f) + (double)d * Vt;
+        flops = bench_s2s_train_flops(B, S, T, d, f, ne, nd, Vt, &matmul_params);
     }
     qkv_optim_config oc;
     if (!bench_optim_config(b, QKV_ADAM, &oc)) return CLI_INPUT;
-    r.src = random_ids(&rng, Vs, B, S);
-    r.tin = random_ids(&rng, Vt, B, T);
-    r.tout = random_ids(&rng, Vt, B, T);
+    r.src = bench_random_ids(&rng, Vs, B, S);
+    r.tin = bench_random_ids(&rng, Vt, B, T);
+    r.tout = bench_random_ids(&rng, Vt, B, T);
     if (st != QKV_OK || !r.ctx || !r.params || !r.src || !r.tin || !r.tout || !(r.opt = qkv_optim_new(r.params, &oc))) {
         fprintf(stderr, "qkv bench %s: %s\n", b->name, qkv_last_error());
         return CLI_RUNTIME;
     }
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    cJSON_AddNumberToObject(o, "matmul_params", matmul_params);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, flops);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .matmul_params = matmul_params, .batch = B,
+                        .seq_len = T, .tokens = (double)(B * T), .seqs = B, .flops = flops};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     bench_emit(o);
-    free(ms);
     qkv_optim_free(r.opt);
     qkv_tensor_free(r.src);
     qkv_tensor_free(r.tin);

@@ -42,19 +42,14 @@ static int run_kind(const bench_ctx *b, const char *mode, qkv_rnn_kind kind) {
         return CLI_RUNTIME;
     }
     qkv_rng_fill_normal(&rng, r.x, 0, 1);
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
     int gates = kind == QKV_RNN_LSTM ? 4 : 3;
     double flops = 0; /* matmul FLOPs, training = 3 x forward, as torch_ref.py counts */
     for (long l = 0; l < L; l++) flops += 3.0 * 2.0 * (double)(B * T) * gates * H * ((l ? H : I) + H);
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, flops);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .batch = B, .seq_len = T,
+                        .tokens = (double)(B * T), .seqs = B, .flops = flops};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     bench_emit(o);
-    free(ms);
     qkv_tensor_free(r.x);
     qkv_params_free(r.params);
     qkv_ctx_free(r.ctx);

@@ -56,21 +56,16 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
         qkv_i32(r.b)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
         qkv_f32(r.mask)[i] = 1.0f;
     }
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm = 0;
-    if (!ms) die("out of memory");
-    int n = bench_time(b, train_step, &r, -1, -1, -1, ms, &warm);
     /* LSTM matmul FLOPs of both texts, training = 3 x forward, as torch_ref.py counts. */
     double H = (double)c.d_model, flops = 0;
     for (int l = 0; l < c.n_layers; l++) flops += 2 * 3.0 * 2.0 * (double)(B * T) * 4 * H * (H + H);
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
     /* tokens: both texts of every pair; sequences: pairs */
-    bench_add_times(b, o, ms, n, warm, (double)(2 * B * T), (double)B, flops);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .batch = B, .seq_len = T,
+                        .tokens = (double)(2 * B * T), .seqs = B, .flops = flops};
+    cJSON *o = bench_run_timed(b, mode, train_step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddStringToObject(o, "status", "ok");
     bench_emit(o);
-    free(ms);
     qkv_optim_free(r.opt);
     qkv_tensor_free(r.a);
     qkv_tensor_free(r.b);

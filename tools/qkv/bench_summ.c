@@ -83,10 +83,7 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
     qkv_rng rng;
     qkv_rng_init(&rng, (uint64_t)bench_cfg_int(b, "seed", 1234));
     if (!r.ctx || !r.params || !(r.model = qkv_gpt_new(&c, r.params, NULL, &rng))) die("model");
-    int max_steps = b->max_steps_set ? b->max_steps : (gen ? 5 : b->max_steps);
-    double *ms = malloc(sizeof *ms * (size_t)(max_steps > 0 ? max_steps : 1)), warm = 0;
-    int n;
-    double tokens;
+    bench_measure bm = {.seqs = B};
     long P = T - S; /* prompt tokens: the article and its </s> <sep> */
     if (gen) {
         r.prompts = calloc((size_t)B, sizeof *r.prompts);
@@ -99,8 +96,9 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
             if (!r.prompts[i]) die("prompts");
         }
         if (!r.prompts || !r.n_prompt) die("prompts");
-        n = bench_time(b, gen_step, &r, 1, -1, max_steps, ms, &warm);
-        tokens = (double)(B * S);
+        bm.warmup = 1;
+        bm.max_steps = 5;
+        bm.tokens = (double)(B * S);
     } else {
         r.x = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
         r.y = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
@@ -113,18 +111,14 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
             qkv_i32(r.y)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)c.vocab_size);
             qkv_f32(r.w)[i] = i % T >= P - 1 ? 1.0f : 0.0f;
         }
-        n = bench_time(b, train_step, &r, -1, -1, -1, ms, &warm);
-        tokens = (double)(B * T);
+        bm.tokens = (double)(B * T);
     }
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
+    bm.params = (double)qkv_params_numel(r.params), bm.batch = B, bm.seq_len = T;
+    cJSON *o = bench_run_timed(b, mode, gen ? gen_step : train_step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     cJSON_AddNumberToObject(o, "summary_len", (double)S);
-    bench_add_times(b, o, ms, n, warm, tokens, (double)B, 0);
     cJSON_AddStringToObject(o, "status", "ok");
     bench_emit(o);
-    free(ms);
     for (long i = 0; r.prompts && i < B; i++) free(r.prompts[i]);
     free(r.prompts);
     free(r.n_prompt);

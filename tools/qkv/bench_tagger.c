@@ -55,9 +55,6 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
         qkv_i32(r.tags)[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)C);
         qkv_f32(r.mask)[i] = 1.0f;
     }
-    double *ms = malloc(sizeof *ms * (size_t)(b->max_steps > 0 ? b->max_steps : 1)), warm;
-    if (!ms) return CLI_RUNTIME;
-    int n = bench_time(b, step, &r, -1, -1, -1, ms, &warm);
     double d = (double)c.d_model, flops = 0; /* matmul FLOPs, training = 3 x forward */
     if (c.encoder == QKV_TAGGER_LSTM) {
         int dirs = c.bidirectional ? 2 : 1;
@@ -65,13 +62,11 @@ static int run(const bench_ctx *b, const char *mode, long seq_len) {
             flops += 3.0 * 2.0 * (double)(B * T) * dirs * 4 * d * ((l ? dirs * d : d) + d);
         flops += 3.0 * 2.0 * (double)(B * T) * dirs * d * (double)C;
     }
-    cJSON *o = bench_result(b, mode);
-    cJSON_AddNumberToObject(o, "batch", (double)B);
-    cJSON_AddNumberToObject(o, "seq_len", (double)T);
-    cJSON_AddNumberToObject(o, "params", (double)qkv_params_numel(r.params));
-    bench_add_times(b, o, ms, n, warm, (double)(B * T), (double)B, flops);
+    bench_measure bm = {.params = (double)qkv_params_numel(r.params), .batch = B, .seq_len = T,
+                        .tokens = (double)(B * T), .seqs = B, .flops = flops};
+    cJSON *o = bench_run_timed(b, mode, step, &r, &bm);
+    if (!o) return CLI_RUNTIME;
     bench_emit(o);
-    free(ms);
     qkv_optim_free(r.opt);
     qkv_tagger_free(r.m);
     qkv_tensor_free(r.ids);

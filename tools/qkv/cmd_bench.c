@@ -180,6 +180,46 @@ void bench_emit(cJSON *o) {
     cJSON_Delete(o);
 }
 
+cJSON *bench_run_timed(const bench_ctx *b, const char *mode, bench_step_fn step, void *user, bench_measure *m) {
+    /* bench_time's own rule for which bound applies, so the array holds every step it may time */
+    int max_steps = b->max_steps_set || m->max_steps <= 0 ? b->max_steps : m->max_steps;
+    double *ms = malloc(sizeof *ms * (size_t)(max_steps > 0 ? max_steps : 1)), warm = 0;
+    if (!ms) {
+        fprintf(stderr, "qkv bench %s: out of memory\n", b->name);
+        return NULL;
+    }
+    int n = bench_time(b, step, user, m->warmup > 0 ? m->warmup : -1, m->min_steps > 0 ? m->min_steps : -1,
+                       m->max_steps > 0 ? m->max_steps : -1, ms, &warm);
+    m->median_ms = bench_median(ms, n);
+    cJSON *o = bench_result(b, mode);
+    if (m->params) cJSON_AddNumberToObject(o, "params", m->params);
+    if (m->matmul_params) cJSON_AddNumberToObject(o, "matmul_params", m->matmul_params);
+    if (m->batch) cJSON_AddNumberToObject(o, "batch", m->batch);
+    if (m->seq_len) cJSON_AddNumberToObject(o, "seq_len", m->seq_len);
+    bench_add_times(b, o, ms, n, warm, m->tokens, m->seqs, m->flops);
+    free(ms);
+    return o;
+}
+
+qkv_tensor *bench_random_ids(qkv_rng *rng, long vocab, long B, long T) {
+    qkv_tensor *t = qkv_tensor_new(QKV_I32, QKV_DIMS(B, T));
+    for (int64_t i = 0; t && i < B * T; i++) qkv_i32(t)[i] = (int32_t)qkv_rng_below(rng, (uint32_t)vocab);
+    return t;
+}
+
+uint64_t bench_seed(const bench_ctx *b) {
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b->configs, "bench"), "seed");
+    return cJSON_IsNumber(seed) ? (uint64_t)seed->valuedouble : 1234;
+}
+
+double bench_s2s_train_flops(long B, long S, long T, long d, long f, long ne, long nd, long V, double *matmul_params) {
+    /* nd_s: the decoder's cross-attention K/V projections, which run on source tokens */
+    double nenc = ne * (4.0 * d * d + 2.0 * d * f), nd_t = nd * (6.0 * d * d + 2.0 * d * f) + (double)d * V;
+    double nd_s = nd * 2.0 * d * d, attn = B * (ne * 4.0 * S * S * d + nd * (4.0 * T * T * d + 4.0 * T * S * d));
+    *matmul_params = ne * (4.0 * d * d + 2.0 * d * f) + nd * (8.0 * d * d + 2.0 * d * f) + (double)d * V;
+    return 3 * (2 * nenc * B * S + 2 * nd_s * B * S + 2 * nd_t * B * T + attn);
+}
+
 /* ---- the command ---------------------------------------------------------------------------------------- */
 
 static char *read_file(const char *path, long max) {

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "qkv/config.h"
 #include "qkv/dist.h"
+#include "qkv/fsutil.h"
 #include "qkv/train.h"
 
 static void help(FILE *out) {
@@ -200,11 +201,17 @@ static int train(int argc, char **argv) {
     cJSON *cfg = user ? qkv_config_resolve(user, NULL) : NULL;
     cJSON_Delete(user);
     if (!cfg) return cli_error("train", CLI_INPUT, "%s", qkv_last_error());
+    /* A new run refused before its first step (a bad config value, an unreadable data file) leaves nothing it created
+     * in DIR. A refused resume needs no undo: it writes nothing before every check passed. Rank 0 writes DIR. */
+    qkv_fs_undo *undo = !resume && qkv_dist_rank() == 0 ? qkv_fs_undo_begin(dir) : NULL;
     qkv_run_settings set;
     qkv_run *r = qkv_config_settings(cfg, &set) == QKV_OK ? qkv_run_new(dir, cfg, resume) : NULL;
     long total = r ? (long)set.train.steps : 0;
     cJSON_Delete(cfg);
-    if (!r) return cli_error("train", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    if (!r) {
+        qkv_fs_undo_rollback(undo);
+        return cli_error("train", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
+    }
     if (!resume) show_pretrained(dir, &ui);
 
     struct sigaction sa;
@@ -226,6 +233,8 @@ static int train(int argc, char **argv) {
     qkv_run_free(r);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    if (st != QKV_OK && step == 0) qkv_fs_undo_rollback(undo); /* refused at the start, e.g. a bad eval.metric */
+    else qkv_fs_undo_free(undo);
     if (st != QKV_OK) {
         if (ui.bar.tty && !ui.quiet) fputc('\n', stderr);
         return cli_error("train", st == QKV_ERR_NUMERIC ? CLI_RUNTIME : cli_status_exit(st), "%s", qkv_last_error());
