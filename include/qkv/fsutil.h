@@ -32,6 +32,8 @@ qkv_status qkv_fs_check_not_dir(const char *path, const char *what);
  * Works for pipes and devices too: as their size is not known up front, they are also refused as soon as a line
  * grows past max_line bytes (0: no line limit), so /dev/zero fails at once. */
 char *qkv_fs_read_capped(const char *path, uint64_t max_bytes, uint64_t max_line, const char *what, size_t *len);
+/* "dir/name", malloc'd (the caller frees it); NULL (QKV_ERR_NOMEM set) when out of memory. */
+char *qkv_fs_join(const char *dir, const char *name);
 /* Copies the file from to the file to (created or replaced; "FROM: cannot open", "TO: cannot create", "TO: write
  * error"). */
 qkv_status qkv_fs_copy(const char *from, const char *to);

@@ -72,6 +72,14 @@ qkv_status qkv_fs_write_atomic(const char *path, const void *data, size_t n) {
     return st;
 }
 
+char *qkv_fs_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    else qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    return p;
+}
+
 /* The PID of a writer's temporary "NAME.tmp.PID", or 0 if name is not one. */
 static long tmp_pid(const char *name) {
     const char *t = strstr(name, ".tmp.");
@@ -98,10 +106,8 @@ int qkv_fs_remove_stale_tmp(const char *dir, const char *name) {
         if (name && (strncmp(e->d_name, name, k) || strncmp(e->d_name + k, ".tmp.", 5))) continue;
         /* Only a process that certainly does not exist: EPERM means it exists under another user. */
         if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        size_t n = strlen(dir) + strlen(e->d_name) + 2;
-        char *p = malloc(n);
+        char *p = qkv_fs_join(dir, e->d_name);
         if (!p) break;
-        snprintf(p, n, "%s/%s", dir, e->d_name);
         struct stat sb;
         if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(p) == 0) removed++;
         free(p);
@@ -201,13 +207,6 @@ struct qkv_fs_undo {
     size_t n_names;
 };
 
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 static void free_names(char **names, size_t n) {
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -247,7 +246,7 @@ static void remove_tree(const char *path) {
     size_t n;
     char **names = list_names(path, &n);
     for (size_t i = 0; i < n; i++) {
-        char *p = path_join(path, names[i]);
+        char *p = qkv_fs_join(path, names[i]);
         if (p) remove_tree(p);
         free(p);
     }
@@ -300,7 +299,7 @@ void qkv_fs_undo_rollback(qkv_fs_undo *u) {
             for (size_t k = 0; k < u->n_names && !old; k++) old = !strcmp(now[i], u->names[k]);
             long pid = tmp_pid(now[i]);
             bool live_writer = pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
-            char *p = old || live_writer ? NULL : path_join(u->dir, now[i]);
+            char *p = old || live_writer ? NULL : qkv_fs_join(u->dir, now[i]);
             if (p) remove_tree(p);
             free(p);
         }

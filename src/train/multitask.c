@@ -24,14 +24,6 @@
 
 static const char *const SPLIT_NAMES[3] = {"train", "dev", "test"};
 
-static char *join2(const char *a, const char *b) {
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", a, b);
-    else qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    return p;
-}
-
 /* Text with tabs and line breaks as spaces (the TSV's separators). */
 static void put_clean(FILE *f, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) fputc(s[i] == '\t' || s[i] == '\n' || s[i] == '\r' ? ' ' : s[i], f);
@@ -239,12 +231,12 @@ qkv_status qkv__mt_open(qkv_run *r, bool write) {
         has[1] |= t.dev[0] != 0;
         has[2] |= t.test[0] != 0;
     }
-    char *dir = st == QKV_OK ? join2(r->dir, "tasks") : NULL, *index = dir ? join2(dir, "index.json") : NULL;
+    char *dir = st == QKV_OK ? qkv_fs_join(r->dir, "tasks") : NULL, *index = dir ? qkv_fs_join(dir, "index.json") : NULL;
     if (st == QKV_OK && !index) st = qkv_last_status();
     for (int s = 0; st == QKV_OK && s < 3; s++) {
         char name[32];
         snprintf(name, sizeof name, "%s.tsv", SPLIT_NAMES[s]);
-        if (!(mt->paths[s] = join2(dir, name))) st = qkv_last_status();
+        if (!(mt->paths[s] = qkv_fs_join(dir, name))) st = qkv_last_status();
     }
     if (st == QKV_OK && write) st = qkv_fs_mkdirs(dir);
     for (int s = 0; st == QKV_OK && write && s < 3; s++)

@@ -17,16 +17,8 @@
 #include "task_tagging.h"
 #include "train_internal.h"
 
-static char *path_in(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    else qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    return p;
-}
-
 static qkv_status write_config(const char *dir, const cJSON *cfg) {
-    char *path = path_in(dir, "config.json");
+    char *path = qkv_fs_join(dir, "config.json");
     char *pretty = qkv_config_print(cfg);
     size_t n = pretty ? strlen(pretty) : 0;
     char *text = pretty ? realloc(pretty, n + 2) : NULL;
@@ -204,7 +196,7 @@ static qkv_status open_follower(qkv_run *r, bool resume, long newest, bool have_
     r->have_dev = have_dev;
     char name[64];
     snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
-    char *from = resume ? path_in(r->dir, name) : NULL;
+    char *from = resume ? qkv_fs_join(r->dir, name) : NULL;
     if (st == QKV_OK) st = resume && !from ? qkv_last_status() : build_model_for(r, from, "the config given");
     if (st == QKV_OK) st = qkv__run_pretrained_init(r, false); /* vectors come with rank 0's weights */
     if (st == QKV_OK) st = build_optimiser(r);
@@ -296,7 +288,7 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
     if (st == QKV_OK) {
         char name[64];
         snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
-        char *from = resume ? path_in(dir, name) : NULL;
+        char *from = resume ? qkv_fs_join(dir, name) : NULL;
         st = resume && !from ? qkv_last_status() : build_model_for(r, from, "the config given");
         free(from);
     }
@@ -307,7 +299,7 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
     if (st == QKV_OK && resume) {
         char name[64];
         snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
-        char *p = path_in(dir, name);
+        char *p = qkv_fs_join(dir, name);
         if (!p) st = qkv_last_status();
         if (st == QKV_OK) st = qkv_checkpoint_load(p, r->params, r->opt, &r->state, NULL);
         if (st == QKV_OK) st = read_loop_state(p, &r->loop);
@@ -323,7 +315,7 @@ static qkv_status open_writer(qkv_run *r, bool resume, long *newest_out) {
 }
 
 qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
-    char *cfg_path = path_in(dir, "config.json");
+    char *cfg_path = qkv_fs_join(dir, "config.json");
     if (!cfg_path) return NULL;
     cJSON *cfg = qkv_config_read(cfg_path);
     free(cfg_path);
@@ -343,20 +335,20 @@ qkv_run *qkv_run_open(const char *dir, const char *checkpoint) {
         if (checkpoint) {
             ck = strdup(checkpoint);
         } else {
-            ck = path_in(dir, "best.safetensors");
+            ck = qkv_fs_join(dir, "best.safetensors");
             struct stat sb;
             if (ck && stat(ck, &sb) != 0) {
                 free(ck);
                 long newest = qkv__run_newest_checkpoint(dir);
                 char name[64];
                 snprintf(name, sizeof name, "ckpt-%ld.safetensors", newest);
-                ck = newest >= 0 ? path_in(dir, name) : NULL;
+                ck = newest >= 0 ? qkv_fs_join(dir, name) : NULL;
                 if (newest < 0) st = qkv_error_set(QKV_ERR_IO, "%s: the run has no checkpoint yet", dir);
             }
         }
         if (st == QKV_OK && !ck) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     }
-    char *cfg_name = st == QKV_OK ? path_in(dir, "config.json") : NULL;
+    char *cfg_name = st == QKV_OK ? qkv_fs_join(dir, "config.json") : NULL;
     if (st == QKV_OK) st = cfg_name ? build_model_for(r, ck, cfg_name) : qkv_last_status();
     free(cfg_name);
     if (st == QKV_OK && qkv_checkpoint_load(ck, r->params, NULL, &r->state, NULL) != QKV_OK) {

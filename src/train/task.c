@@ -69,13 +69,6 @@ void qkv__split_free(split *s) {
     memset(s, 0, sizeof *s);
 }
 
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* ---- tokenising one text ---------------------------------------------------------------------------------- */
 
 /* Word or character tokens of one text (one malloc'd block, as qkv_word_split). */
@@ -268,8 +261,8 @@ static qkv_status prepare_bpe(task *t, const qkv_run_settings *rs, const qkv_dat
     }
     bool s2s = t->kind == TASK_SEQ2SEQ, separate = s2s && !rs->data.shared_vocab && !t->span;
     const char *const *specials = s2s ? S2S_SPECIALS : NULL;
-    char *v = join(dir, "vocab.json"), *m = join(dir, "merges.txt");
-    char *tv = join(dir, "tgt_vocab.json"), *tm = join(dir, "tgt_merges.txt");
+    char *v = qkv_fs_join(dir, "vocab.json"), *m = qkv_fs_join(dir, "merges.txt");
+    char *tv = qkv_fs_join(dir, "tgt_vocab.json"), *tm = qkv_fs_join(dir, "tgt_merges.txt");
     qkv_status st = v && m && tv && tm ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     /* lm: the text; classify: the text after the label; seq2seq: the source, or (shared) source and target */
     int f0 = t->kind == TASK_CLASSIFY ? 1 : 0;
@@ -300,7 +293,7 @@ static qkv_status copy_tokenizer(const char *from, const char *dir) {
     int copied = 0;
     qkv_status st = qkv_fs_mkdirs(dir);
     for (size_t i = 0; st == QKV_OK && i < sizeof names / sizeof names[0]; i++) {
-        char *src = join(from, names[i]), *dst = join(dir, names[i]);
+        char *src = qkv_fs_join(from, names[i]), *dst = qkv_fs_join(dir, names[i]);
         FILE *in = src ? fopen(src, "rb") : NULL, *out = in && dst ? fopen(dst, "wb") : NULL;
         if (!src || !dst) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         else if (in && !out) st = qkv_error_set(QKV_ERR_IO, "%s: cannot write: %s", dst, strerror(errno));
@@ -415,8 +408,8 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
                                 (t->tok == TOK_BPE && !*rs->data.vocab_file));
     if (need_train && !(train = read_rows(t, train_path))) return qkv_last_status();
     qkv_status st = QKV_OK;
-    char *vocab_path = join(dir, "vocab.txt"), *tgt_path = join(dir, "tgt_vocab.txt"),
-         *label_path = join(dir, "labels.txt");
+    char *vocab_path = qkv_fs_join(dir, "vocab.txt"), *tgt_path = qkv_fs_join(dir, "tgt_vocab.txt"),
+         *label_path = qkv_fs_join(dir, "labels.txt");
     if (!vocab_path || !tgt_path || !label_path) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && t->kind == TASK_CLASSIFY) st = prepare_labels(t, train, train_path, label_path, fresh);
     if (st == QKV_OK && t->kind == TASK_SUMMARIZE) {

@@ -16,15 +16,9 @@
 #include <string.h>
 
 #include "train_internal.h"
+#include "qkv/fsutil.h"
 
 static const char *const SPECIALS[] = {"<pad>", "</s>", "<sep>", NULL};
-
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
 
 static qkv_status train_bpe(const qkv_run_settings *rs, const qkv_dataset *train, const char *v, const char *m) {
     size_t n = train->n_rows * 2;
@@ -52,7 +46,7 @@ qkv_status qkv__summ_prepare(task *t, const qkv_run_settings *rs, const qkv_data
         return qkv_error_set(QKV_ERR_INVALID, "data.max_len: %lld leaves no room for an article (summarize needs at "
                              "least data.summary_max_len + 4 = %lld)", (long long)rs->data.max_len,
                              (long long)rs->data.summary_max_len + 4);
-    char *v = *vf ? strdup(vf) : join(dir, "vocab.json"), *m = *mf ? strdup(mf) : join(dir, "merges.txt");
+    char *v = *vf ? strdup(vf) : qkv_fs_join(dir, "vocab.json"), *m = *mf ? strdup(mf) : qkv_fs_join(dir, "merges.txt");
     qkv_status st = v && m ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && fresh && !*vf) st = train_bpe(rs, train, v, m);
     if (st == QKV_OK && !(t->bpe = qkv_bpe_load(v, m))) st = qkv_last_status();
@@ -167,7 +161,7 @@ qkv_status qkv__summ_batch_make(qkv_ctx *ctx, const task *t, const split *s, con
 
 qkv_status qkv__summ_log_truncation(const char *dir, int64_t truncated, int64_t examples) {
     if (truncated == 0) return QKV_OK;
-    char *path = join(dir, "log.jsonl");
+    char *path = qkv_fs_join(dir, "log.jsonl");
     FILE *f = path ? fopen(path, "a") : NULL;
     qkv_status st = QKV_OK;
     if (!path)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "task_tagging.h"
+#include "qkv/fsutil.h"
 
 /* ---- the names layer --------------------------------------------------------------------------------------------- */
 
@@ -189,13 +190,6 @@ static qkv_status read_sentences(const char *path, int tagset, sentence_fn fn, v
 
 /* ---- vocabulary and tags ----------------------------------------------------------------------------------------- */
 
-static char *path_in(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* A token as the vocabulary sees it (lowercased when the run says so): malloc'd. */
 static char *vocab_form(const task *t, const char *tok) {
     if (!t->wopts.lowercase) return strdup(tok);
@@ -285,7 +279,7 @@ qkv_status qkv__tagging_prepare(task *t, const qkv_run_settings *rs, const char 
                              "or word; wordpiece: each word as its first WordPiece of data.vocab_file)");
     if (wordpiece && !*rs->data.vocab_file)
         return qkv_error_set(QKV_ERR_INVALID, "data.vocab_file: the wordpiece tokenizer needs a vocab.txt");
-    char *vocab_path = path_in(dir, "vocab.txt"), *label_path = path_in(dir, "labels.txt");
+    char *vocab_path = qkv_fs_join(dir, "vocab.txt"), *label_path = qkv_fs_join(dir, "labels.txt");
     qkv_status st = vocab_path && label_path ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     if (st == QKV_OK && fresh) {
         counting c = {t, qkv_token_counter_new(), qkv_token_counter_new()};
