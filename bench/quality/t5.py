@@ -10,7 +10,8 @@ in the engine (examples-proportional with cap K):
     question/context cloze QA from `qkv data cloze-qa` (SQuAD EM/F1), paraphrase (accuracy of yes/no).
 Each single-task model has the same size and trains STEPS steps from scratch on its task alone (data.tasks with
 one task). Every model is scored by `qkv eval --split dev` (per-task metrics of greedy decodes) on the first LIMIT
-dev examples of each task. Prints one JSON line per (task, model), then a table on stderr.
+dev examples of each task. Prints one JSON line per (task, model), then a table on stderr. Run again with the same
+--out after a stop, it skips the trainings that finished and resumes the interrupted one from its last checkpoint.
 
     bench/quality/t5.py --qkv build/qkv [--steps 3000] [--pretrain 1000] [--batch 32] [--cap 20000] [--limit 300]
                         [--train-limit 0] [--d-model 128] [--out DIR]
@@ -18,6 +19,7 @@ dev examples of each task. Prints one JSON line per (task, model), then a table 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,7 +71,13 @@ def train(qkv, d, name, cfg):
     with open(path, "w") as f:
         json.dump(cfg, f)
     run = os.path.join(d, name)
-    subprocess.run([qkv, "train", "--config", path, "--run", run, "--quiet"], check=True)
+    log = os.path.join(run, "log.jsonl")
+    if os.path.exists(log) and any('"kind":"end"' in x for x in open(log)):
+        return run  # finished by an earlier call with the same --out: the long script resumes across sessions
+    resume = ["--resume"] if any(f.startswith("ckpt-") for f in (os.listdir(run) if os.path.isdir(run) else [])) else []
+    if not resume and os.path.isdir(run):
+        shutil.rmtree(run)  # stopped before its first checkpoint
+    subprocess.run([qkv, "train", "--config", path, "--run", run, "--quiet"] + resume, check=True)
     return run
 
 
@@ -96,7 +104,7 @@ def main():
     os.makedirs(d, exist_ok=True)
     f = files(a.qkv, d, a)
     names = [t[0] for t in TASKS]
-    common = {"train": {"batch_size": a.batch, "optimizer": {"lr": 0.001}, "log_every": 100, "checkpoint_every": 0},
+    common = {"train": {"batch_size": a.batch, "optimizer": {"lr": 0.001}, "log_every": 100, "checkpoint_every": 250},
               "eval": {"every": 0, "batch_size": 64}, "seed": 1}
     pre = train(a.qkv, d, "pretrain", dict(common, model=model(a), train=dict(common["train"], steps=a.pretrain),
                                            data={"task": "span_corruption", "train": DATA, "max_len": a.max_len,
