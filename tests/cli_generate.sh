@@ -20,6 +20,15 @@ check "greedy continuation has learned the text" 'printf "%s" "$g1" | grep -q "t
 s1=$("$QKV" generate --run "$d/run" --prompt "the" --max-tokens 20 --temperature 1 --top-k 5 --seed 7)
 s2=$("$QKV" generate --run "$d/run" --prompt "the" --max-tokens 20 --temperature 1 --top-k 5 --seed 7)
 check "a seed reproduces a sample" '[ "$s1" = "$s2" ] && [ ${#s1} -gt 3 ]'
+# A 4-character sequence twice in the continuation (the char tokenizer: one token a character), awk exit 0.
+twice4() { printf '%s' "$1" | awk '{ for (i = 1; i + 3 <= length($0); i++) if (seen[substr($0, i, 4)]++) f = 1 } END { exit !f }'; }
+p1=$("$QKV" generate --run "$d/run" --prompt "the c" --max-tokens 40); p1=${p1#the c}
+n1=$("$QKV" generate --run "$d/run" --prompt "the c" --max-tokens 40 --no-repeat-ngram 4); n1=${n1#the c}
+check "--no-repeat-ngram 4: no 4 characters twice (greedy alone repeats them)" 'twice4 "$p1" && ! twice4 "$n1" && [ ${#n1} -gt 10 ]'
+"$QKV" generate --run "$d/run" --prompt "the c" --max-tokens 40 --no-repeat-ngram 4 --repeat-scope all > /dev/null; rc=$?
+check "--repeat-scope all is accepted" '[ $rc = 0 ]'
+"$QKV" generate --run "$d/run" --no-repeat-ngram -1 2>/dev/null; rc=$?
+check "a negative --no-repeat-ngram is a usage error" '[ $rc = 1 ]'
 "$QKV" generate --run "$d/run" --top-p 0 2>/dev/null; rc=$?
 check "bad sampling option is a usage error" '[ $rc = 1 ]'
 "$QKV" generate --run "$d/nonexistent" 2>/dev/null; rc=$?

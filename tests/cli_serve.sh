@@ -134,6 +134,12 @@ check "classify explain: tokens from [CLS] and an attention weight per token sum
 code=$(post /v1/generate '{"model": "lm", "prompt": "the c", "max_tokens": 30}' "$d/g")
 check "generate: 200 with the text qkv generate prints" \
   '[ "$code" = 200 ] && [ "the c$(json "$d/g" "J[\"text\"]")" = "$(cat "$d/g_cli")" ] && [ "$(json "$d/g" "J[\"end\"]")" = max_tokens ]'
+"$QKV" generate --run "$d/lm" --prompt "the c" --max-tokens 30 --no-repeat-ngram 3 --repeat-scope all > "$d/gn_cli"
+code=$(post /v1/generate '{"model": "lm", "prompt": "the c", "max_tokens": 30, "no_repeat_ngram": 3, "repeat_scope": "all"}' "$d/gn")
+check "generate with no_repeat_ngram and repeat_scope: the text qkv generate prints with those flags" \
+  '[ "$code" = 200 ] && [ "the c$(json "$d/gn" "J[\"text\"]")" = "$(cat "$d/gn_cli")" ] && ! cmp -s "$d/gn_cli" "$d/g_cli"'
+code=$(post /v1/generate '{"prompt": "the", "repeat_scope": "prompt"}' "$d/e400s")
+check "an unknown repeat_scope: 400 naming it" '[ "$code" = 400 ] && [ "$(json "$d/e400s" "J[\"error\"][\"field\"]")" = repeat_scope ]'
 curl -sN -X POST -D "$d/sse_h" --data-binary '{"prompt": "the c", "max_tokens": 30, "stream": true}' "$U/v1/generate" > "$d/sse"
 sse_text=$("$PY" -c '
 import json, sys
@@ -173,6 +179,9 @@ A="the cat sat on the mat. it was a very happy cat all day long."
 "$QKV" summarize --run "$d/sum" "$A" > "$d/s_cli"
 code=$(post /v1/summarize "{\"text\": \"$A\", \"search\": \"greedy\"}" "$d/s")
 check "summarize: 200 with qkv summarize's summary" '[ "$code" = 200 ] && [ "$(json "$d/s" "J[\"summary\"]")" = "$(cat "$d/s_cli")" ]'
+"$QKV" summarize --run "$d/sum" --search beam --no-repeat-ngram 1 --repeat-scope all "$A" > "$d/sn_cli"
+code=$(post /v1/summarize "{\"text\": \"$A\", \"search\": \"beam\", \"no_repeat_ngram\": 1, \"repeat_scope\": \"all\"}" "$d/sn")
+check "summarize with the repetition options: qkv summarize's summary" '[ "$code" = 200 ] && [ "$(json "$d/sn" "J[\"summary\"]")" = "$(cat "$d/sn_cli")" ]'
 
 # ---- tag, similar, embed ----
 if [ "$have_shared" = 1 ]; then

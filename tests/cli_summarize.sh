@@ -38,6 +38,22 @@ check "sampling with a seed is reproducible" '[ $(wc -l < "$d/s1") = 6 ] && cmp 
 "$QKV" summarize --run "$d/run" --search beam --beam 1 --input "$d/articles.txt" > "$d/b1"
 "$QKV" summarize --run "$d/run" --search beam --beam 3 --alpha 1 --input "$d/articles.txt" > "$d/b3"
 check "beam 1 = greedy; beam 3 finds the learnt summaries" 'cmp -s "$d/b1" "$d/many" && cmp -s "$d/b3" "$d/many"'
+"$QKV" summarize --run "$d/run" --no-repeat-ngram 2 --input "$d/articles.txt" > "$d/nr"
+"$QKV" summarize --run "$d/run" --search beam --beam 3 --no-repeat-ngram 2 --input "$d/articles.txt" > "$d/nrb"
+check "--no-repeat-ngram 2 keeps summaries that repeat nothing (greedy, beam)" 'cmp -s "$d/nr" "$d/many" && cmp -s "$d/nrb" "$d/many"'
+"$QKV" summarize --run "$d/run" --no-repeat-ngram 1 --repeat-scope all --input "$d/articles.txt" > "$d/nra"
+"$QKV" summarize --run "$d/run" --search beam --no-repeat-ngram 1 --repeat-scope all --input "$d/articles.txt" > "$d/nrab"
+check "--repeat-scope all forbids copying the article's tokens (greedy, beam)" \
+  '[ $(wc -l < "$d/nra") = 6 ] && ! cmp -s "$d/nra" "$d/many" && [ $(wc -l < "$d/nrab") = 6 ] && ! cmp -s "$d/nrab" "$d/many"'
+"$QKV" summarize --run "$d/run" --repeat-scope prompt "a dog" 2>/dev/null; rc1=$?
+"$QKV" summarize --run "$d/run" "a dog" --no-repeat-ngram 2>/dev/null; rc2=$?
+check "a bad or missing repetition option value is a usage error" '[ $rc1 = 1 ] && [ $rc2 = 1 ]'
+"$QKV" train --config "$d/s.json" --run "$d/nrun" --set train.steps=2 --set eval.every=2 --set eval.no_repeat_ngram=2 \
+  --set eval.repetition_penalty=1.2 --set eval.repeat_scope=all > /dev/null 2>&1; rc=$?
+check "eval.no_repeat_ngram, eval.repetition_penalty, eval.repeat_scope configure the ROUGE decodes" \
+  '[ $rc = 0 ] && grep -q "\"rougeL\"" "$d/nrun/log.jsonl"'
+"$QKV" train --config "$d/s.json" --run "$d/nbad" --set eval.repeat_scope=prompt > /dev/null 2>&1; rc=$?
+check "a bad eval.repeat_scope is bad input" '[ $rc = 2 ]'
 "$QKV" summarize --run "$d/run" --search mbr --samples 4 --input "$d/articles.txt" > "$d/mbr"
 check "mbr prints one summary an article" '[ $(wc -l < "$d/mbr") = 6 ]'
 "$QKV" summarize --run "$d/run" "a dog barked at the postman." --view "$d/view/page.html" > /dev/null 2> "$d/err"; rc=$?

@@ -25,6 +25,16 @@ check "lstm beam 4 (BLEU $b4 > 80)" 'awk -v b="$b4" "BEGIN{exit !(b > 80)}"'
 check "beam 1 equals greedy" 'cmp -s "$d/beam1" "$d/greedy"'
 n=$("$QKV" translate --run "$d/lstm" --beam 3 --n-best 3 "$d/src" | head -1 | awk -F'\t' '{print NF}')
 check "n-best prints 3 hypotheses with scores" '[ "$n" = 6 ]'
+# A line with a word twice (awk exit 0) among the outputs.
+twice() { awk '{ delete seen; for (i = 1; i <= NF; i++) if (seen[$i]++) found = 1 } END { exit !found }' "$1"; }
+"$QKV" translate --run "$d/lstm" --no-repeat-ngram 1 "$d/src" > "$d/nr1"
+"$QKV" translate --run "$d/lstm" --no-repeat-ngram 1 --beam 3 "$d/src" > "$d/nr1b"
+check "--no-repeat-ngram 1: greedy copies repeated words, the rule never repeats one (greedy, beam)" \
+  'twice "$d/greedy" && ! twice "$d/nr1" && ! twice "$d/nr1b" && [ $(wc -l < "$d/nr1") = 40 ]'
+"$QKV" translate --run "$d/lstm" --no-repeat-ngram 0 --repetition-penalty 1 "$d/src" > "$d/nr0"
+check "--no-repeat-ngram 0 and --repetition-penalty 1 are off" 'cmp -s "$d/nr0" "$d/greedy"'
+"$QKV" translate --run "$d/lstm" --repeat-scope everything "$d/src" 2>/dev/null; rc=$?
+check "an unknown --repeat-scope is a usage error" '[ $rc = 1 ]'
 "$QKV" translate --run "$d/lstm" --mbr 8 --temperature 0.5 --seed 3 "$d/src" > "$d/mbr"
 bm=$("$QKV" bleu -r "$d/ref" -i "$d/mbr" --json | sed -n 's/.*"score": \([0-9.]*\).*/\1/p')
 check "MBR over 8 samples (BLEU $bm > 60)" 'awk -v b="$bm" "BEGIN{exit !(b > 60)}"'

@@ -9,8 +9,10 @@
  *
  * Conventions. Token ids are int32. A generated sequence excludes BOS and includes the EOS that ended it (if any).
  * Scores are natural log-probabilities of the generated tokens (EOS included) under the model; tokens that are
- * banned (pad, BOS) get probability 0 without renormalising the rest, so scores stay true log-probabilities of the
- * model's distribution. Errors follow qkv's rules: a status (or NULL) with qkv_last_error() naming what was wrong.
+ * banned (pad, BOS, and repeated n-grams under no_repeat_ngram) get probability 0 without renormalising the rest, so
+ * scores stay true log-probabilities of the model's distribution (a repetition penalty other than 1 is the exception:
+ * scores then sum the penalised log-probabilities, as HF's beam scores do). Errors follow qkv's rules: a status (or
+ * NULL) with qkv_last_error() naming what was wrong.
  *
  * Ownership: results are heap structs owned by the caller and freed with qkv_hyps_free(). */
 #ifndef QKV_BEAM_H
@@ -22,6 +24,7 @@
 #include "qkv/decoder.h"
 #include "qkv/error.h"
 #include "qkv/metrics.h"
+#include "qkv/repeat.h"
 #include "qkv/rng.h"
 
 #ifdef __cplusplus
@@ -38,9 +41,14 @@ typedef struct qkv_decode_opts {
     float temperature;    /* sampling: p ~ exp(logprob / temperature), > 0 */
     int n_samples;        /* MBR: number of samples, each both a candidate and a pseudo-reference, >= 1 */
     bool want_attention;  /* fill qkv_hyp.attn (the decoder must have source attention) */
+    /* Repetition control, every search (repeat.h): */
+    int no_repeat_ngram;  /* >= 0: no n-gram of this size twice in a hypothesis's history; 0 = off */
+    float repetition_penalty; /* > 0, on log-probabilities (scores then sum the penalised ones); 1 = off */
+    qkv_repeat_scope repeat_scope; /* what the history is: the generated tokens, or a prompted.h prompt too */
 } qkv_decode_opts;
 
-/* bos 1, eos 2, pad 0, max_len 100, beam 4, n_best 1, alpha 0.6, temperature 1, n_samples 16, no attention. */
+/* bos 1, eos 2, pad 0, max_len 100, beam 4, n_best 1, alpha 0.6, temperature 1, n_samples 16, no attention, no
+ * repetition rules (no_repeat_ngram 0, repetition_penalty 1, scope generated). */
 qkv_decode_opts qkv_decode_defaults(void);
 
 typedef struct qkv_hyp {

@@ -84,6 +84,10 @@ typedef struct qkv_run_settings {
         int64_t bleu_max_examples;
         bool rouge;
         int64_t rouge_max_examples;
+        /* The decodes of BLEU, ROUGE and eval.tasks: repetition control (include/qkv/repeat.h). */
+        int64_t no_repeat_ngram;   /* 0 = off */
+        double repetition_penalty; /* 1 = off */
+        const char *repeat_scope;  /* "generated" | "all" */
         const char *tasks; /* text-to-text: "prefix=metric,..." scored per task (src/train/eval_tasks.c) */
     } eval;
     struct {

@@ -6,8 +6,12 @@
  * network's state), so nothing is recomputed. Batches of rows (and beam search over them) use decoder.h directly.
  *
  * Token choice, in this order (Hugging Face's logits processors, then warpers):
- *   1. repetition penalty r (CTRL): every token already in the history (prompt + generated) has its logit divided
- *      by r when positive and multiplied by r when negative; r = 1 is off.
+ *   1. repetition penalty r (CTRL): every token already in the history has its logit divided by r when positive
+ *      and multiplied by r when negative; r = 1 is off (repeat.h).
+ *   1b. no-repeat n-grams (no_repeat_ngram N > 0): every token that would complete an n-gram of N tokens already in
+ *      the history is removed (repeat.h). The history is what the generation loops pass: the generated tokens, or
+ *      prompt + generated with repeat_scope QKV_REPEAT_ALL (HF's rule for decoder-only models, which forbids
+ *      copying a phrase of the prompt). If nothing is left, the loops end as if a stop token had been chosen.
  *   2. temperature 0: greedy, the highest logit (lowest id among equals); steps 3-5 are skipped.
  *   3. logits / temperature.
  *   4. top-k (k > 0): keep the k highest logits (ties broken by lower id), the rest are removed.
@@ -26,6 +30,7 @@
 #include "qkv/decoder.h"
 #include "qkv/error.h"
 #include "qkv/model.h"
+#include "qkv/repeat.h"
 #include "qkv/rng.h"
 
 #ifdef __cplusplus
@@ -37,9 +42,12 @@ typedef struct qkv_sample_opts {
     int64_t top_k;            /* 0 = off */
     float top_p;              /* in (0, 1]; 1 = off */
     float repetition_penalty; /* > 0; 1 = off */
+    int no_repeat_ngram;      /* >= 0; 0 = off */
+    qkv_repeat_scope repeat_scope; /* the generation loops' history: generated tokens (default) or prompt too */
 } qkv_sample_opts;
 
-/* temperature 1, top_k 0, top_p 1, repetition_penalty 1: plain sampling from the softmax. */
+/* temperature 1, top_k 0, top_p 1, repetition_penalty 1, no_repeat_ngram 0, scope generated: plain sampling from
+ * the softmax. */
 qkv_sample_opts qkv_sample_defaults(void);
 /* QKV_ERR_INVALID naming the field when an option is out of range. */
 qkv_status qkv_sample_check(const qkv_sample_opts *o);
@@ -51,10 +59,12 @@ qkv_sampler *qkv_sampler_new(int64_t vocab, const qkv_sample_opts *o, uint64_t s
 void qkv_sampler_free(qkv_sampler *s);
 
 /* Steps 1 and 3-5 on logits[0..vocab) in place: removed entries become -inf, kept ones hold their processed
- * logits (penalised, divided by the temperature). Greedy options leave only the argmax. Returns the number kept.
+ * logits (penalised, divided by the temperature). Greedy options leave only the argmax. Returns the number kept
+ * (0 only when no_repeat_ngram is on and nothing is left).
  * history: previous tokens (n_history of them, ids outside the vocabulary are ignored), may be NULL. */
 int64_t qkv_sampler_filter(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history);
-/* The next token: filter, then draw (or the argmax when greedy). Overwrites logits. */
+/* The next token: filter, then draw (or the argmax when greedy). Overwrites logits. -1 when no_repeat_ngram is on
+ * and every token was removed. */
 int32_t qkv_sampler_next(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history);
 
 /* Index of the largest value (the lowest index among equals); -1 if n < 1. */
@@ -100,7 +110,7 @@ qkv_gen_opts qkv_gen_defaults(void); /* greedy (temperature 0), 64 new tokens, n
 
 typedef enum qkv_gen_end {
     QKV_GEN_MAX_TOKENS = 0, /* produced max_new_tokens */
-    QKV_GEN_STOP_TOKEN,     /* chose a stop token */
+    QKV_GEN_STOP_TOKEN,     /* chose a stop token (or no_repeat_ngram left no token to choose) */
     QKV_GEN_CALLBACK,       /* on_token asked to stop */
     QKV_GEN_CONTEXT_FULL,   /* the decoder's capacity was reached */
 } qkv_gen_end;

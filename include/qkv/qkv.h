@@ -40,6 +40,7 @@
 #include "qkv/reformer.h"
 #include "qkv/rnnlm.h"
 #include "qkv/decoder.h"
+#include "qkv/repeat.h"
 #include "qkv/decode.h"
 #include "qkv/seq2seq.h"
 #include "qkv/beam.h"

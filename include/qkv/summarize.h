@@ -27,7 +27,9 @@ typedef enum qkv_summ_search { QKV_SUMM_GREEDY = 0, QKV_SUMM_SAMPLE, QKV_SUMM_MB
 
 typedef struct qkv_summarize_opts {
     qkv_summ_search search;
-    qkv_sample_opts sample;    /* sample and mbr: temperature (> 0), top_k, top_p */
+    qkv_sample_opts sample;    /* sample and mbr: temperature (> 0), top_k, top_p; every search: the repetition
+                                * rules no_repeat_ngram, repetition_penalty, repeat_scope (repeat.h; scope
+                                * generated lets a summary copy phrases of its article, all forbids it as HF does) */
     int n_samples;             /* mbr: candidates per article, >= 1 */
     qkv_mbr_utility utility;   /* mbr */
     int beam;                  /* beam: size, >= 1 */

@@ -81,10 +81,13 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
             *from = malloc(sizeof(int32_t) * (size_t)R), *left = malloc(sizeof(int32_t) * (size_t)n);
     float *lp = malloc(sizeof(float) * (size_t)R * (size_t)V);
     float *attn = o->want_attention ? malloc(sizeof(float) * (size_t)R * (size_t)(p.S ? p.S : 1)) : NULL;
+    /* Repetition rules: a row's history is its track (after its prompt, when the scope counts a prompt). */
+    bool constrained = decode_constrained(o), prompt = o->repeat_scope == QKV_REPEAT_ALL && qkv__decode_prompted(d);
+    uint8_t *seen = constrained ? calloc((size_t)V, 1) : NULL;
     qkv_hyps hs = {0};
     qkv_decoder_state *st = NULL;
     if (status) goto done;
-    if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn)) {
+    if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn) || (constrained && !seen)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
@@ -110,6 +113,11 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
         for (int r = 0; r < alive; r++) {
             int k = row[r], i = k / rows_per_item;
             decode_track *t = &tr[k];
+            if (constrained) {
+                decode_history h = {.pre = prompt ? items[i].src : NULL, .n_pre = prompt ? items[i].len : 0,
+                                    .gen = t->tok, .n_gen = t->len};
+                qkv__decode_constrain(o, &h, lp + (int64_t)r * V, V, seen);
+            }
             int v = pick(lp + (int64_t)r * V, V, o, rngs ? &rngs[k] : NULL);
             if (v < 0) {
                 status = qkv_error_set(QKV_ERR_INVALID, "decode: every token is banned");
@@ -156,6 +164,7 @@ done:
     free(left);
     free(lp);
     free(attn);
+    free(seen);
     padded_free(&p);
     return status;
 }
@@ -263,9 +272,14 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R), *from = malloc(sizeof(int32_t) * (size_t)R);
     float *lp = malloc(sizeof(float) * (size_t)R * (size_t)V);
     float *attn = o->want_attention ? malloc(sizeof(float) * (size_t)R * (size_t)(S ? S : 1)) : NULL;
+    /* Repetition rules: a hypothesis's history is its track (after its prompt, when the scope counts a prompt); a
+     * banned token (-inf) never becomes a candidate. */
+    bool constrained = decode_constrained(o), prompt = o->repeat_scope == QKV_REPEAT_ALL && qkv__decode_prompted(d);
+    bool skip_banned = o->no_repeat_ngram > 0;
+    uint8_t *seen = constrained ? calloc((size_t)V, 1) : NULL;
     qkv_decoder_state *st = NULL;
     if (status) goto done;
-    if (!b || !c || !tokens || !from || !lp || (o->want_attention && !attn)) {
+    if (!b || !c || !tokens || !from || !lp || (o->want_attention && !attn) || (constrained && !seen)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode beam: out of memory");
         goto done;
     }
@@ -302,15 +316,21 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
             /* Each row has one EOS, so among the best 2K candidates at least K continue: the selection is exact. */
             int nc = 0;
             for (int r = 0; r < it->n_live; r++) {
-                const float *x = lp + (int64_t)(base + r) * V;
+                float *x = lp + (int64_t)(base + r) * V;
                 double lpr = it->live[r].logprob;
+                if (constrained) {
+                    decode_history h = {.pre = prompt ? items[i].src : NULL, .n_pre = prompt ? items[i].len : 0,
+                                        .gen = it->live[r].tok, .n_gen = it->live[r].len};
+                    qkv__decode_constrain(o, &h, x, V, seen);
+                }
                 for (int64_t v0 = 0; v0 < V; v0 += CAND_BLOCK) {
                     int64_t v1 = v0 + CAND_BLOCK < V ? v0 + CAND_BLOCK : V;
                     /* Once the list is full, a block whose best score cannot beat its last entry is skipped: the
                      * sum is monotonic in x, so no entry of the block would have been kept (exact). */
                     if (nc == 2 * K && !(lpr + block_max(x + v0, v1 - v0) > c[2 * K - 1].score)) continue;
                     for (int64_t v = v0; v < v1; v++)
-                        if (decode_allowed(o, (int)v)) cand_push(c, &nc, 2 * K, (cand){lpr + x[v], r, (int)v});
+                        if (decode_allowed(o, (int)v) && !(skip_banned && x[v] == -INFINITY))
+                            cand_push(c, &nc, 2 * K, (cand){lpr + x[v], r, (int)v});
                 }
             }
             int n_next = 0, first = n_from;
@@ -384,6 +404,7 @@ done:
     free(from);
     free(lp);
     free(attn);
+    free(seen);
     padded_free(&p);
     return status;
 }

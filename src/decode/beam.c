@@ -8,7 +8,8 @@
 
 qkv_decode_opts qkv_decode_defaults(void) {
     return (qkv_decode_opts){.bos = 1, .eos = 2, .pad = 0, .max_len = 100, .beam = 4, .n_best = 1, .alpha = 0.6f,
-                             .temperature = 1.0f, .n_samples = 16, .want_attention = false};
+                             .temperature = 1.0f, .n_samples = 16, .want_attention = false, .no_repeat_ngram = 0,
+                             .repetition_penalty = 1.0f, .repeat_scope = QKV_REPEAT_GENERATED};
 }
 
 double qkv_length_penalty(int len, float alpha) { return alpha == 0.0f ? 1.0 : pow((5.0 + len) / 6.0, alpha); }
@@ -34,6 +35,14 @@ qkv_status qkv__decode_check_opts(const qkv_decoder *d, const qkv_decode_opts *o
     if (o->bos < 0 || o->bos >= d->info.vocab || o->eos < 0 || o->eos >= d->info.vocab || o->pad >= d->info.vocab || o->eos == o->bos)
         return qkv_error_set(QKV_ERR_INVALID, "%s: bos %d, eos %d, pad %d must be distinct ids in [0, %lld)", who,
                              o->bos, o->eos, o->pad, (long long)d->info.vocab);
+    if (o->no_repeat_ngram < 0)
+        return qkv_error_set(QKV_ERR_INVALID, "%s: no_repeat_ngram %d must be >= 0 (0 = off)", who, o->no_repeat_ngram);
+    if (!(o->repetition_penalty > 0.0f && isfinite(o->repetition_penalty)))
+        return qkv_error_set(QKV_ERR_INVALID, "%s: repetition_penalty %g must be finite and > 0 (1 = off)", who,
+                             (double)o->repetition_penalty);
+    if (o->repeat_scope != QKV_REPEAT_GENERATED && o->repeat_scope != QKV_REPEAT_ALL)
+        return qkv_error_set(QKV_ERR_INVALID, "%s: repeat_scope %d is not generated (0) or all (1)", who,
+                             (int)o->repeat_scope);
     return QKV_OK;
 }
 
@@ -127,9 +136,12 @@ static qkv_status run_rows(const qkv_decoder *d, const int32_t *src, const int32
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)R);
     float *lp = malloc(sizeof(float) * (size_t)R * (size_t)V);
     float *attn = o->want_attention ? malloc(sizeof(float) * (size_t)R * (size_t)S) : NULL;
+    /* Repetition rules: a row's history is its track (after its prompt, when the scope counts a prompt). */
+    bool constrained = decode_constrained(o), prompt = o->repeat_scope == QKV_REPEAT_ALL && qkv__decode_prompted(d);
+    uint8_t *seen = constrained ? calloc((size_t)V, 1) : NULL;
     qkv_decoder_state *st = NULL;
     qkv_status status = QKV_OK;
-    if (!tr || !tokens || !lp || (o->want_attention && !attn)) {
+    if (!tr || !tokens || !lp || (o->want_attention && !attn) || (constrained && !seen)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
@@ -143,6 +155,14 @@ static qkv_status run_rows(const qkv_decoder *d, const int32_t *src, const int32
         if ((status = qkv__decode_step(d, st, tokens, lp, attn, R))) goto done;
         for (int r = 0; r < R; r++) {
             if (tr[r].done) continue;
+            if (constrained) {
+                int i = r / rows_per_src;
+                decode_history h = {.pre = prompt ? src + (int64_t)i * S : NULL,
+                                    .n_pre = prompt ? (lengths ? lengths[i] : S) : 0,
+                                    .gen = tr[r].tok,
+                                    .n_gen = tr[r].len};
+                qkv__decode_constrain(o, &h, lp + (int64_t)r * V, V, seen);
+            }
             int v = pick(lp + (int64_t)r * V, V, o, rng);
             if (v < 0) {
                 status = qkv_error_set(QKV_ERR_INVALID, "decode: every token is banned");
@@ -172,6 +192,7 @@ done:
     free(tokens);
     free(lp);
     free(attn);
+    free(seen);
     if (status) qkv_hyps_free(out);
     return status;
 }

@@ -5,6 +5,7 @@
 
 #include "core/visibility.h"
 #include "qkv/beam.h"
+#include "qkv/repeat.h"
 
 QKV_INTERNAL_BEGIN
 
@@ -19,6 +20,29 @@ qkv_status qkv__decode_step(const qkv_decoder *d, qkv_decoder_state *st, const i
 /* Feeds n tokens to each of `rows` rows whose scores are not needed, tokens [rows, n]: the decoder's prefill when it
  * has one (one batched pass, no output projection), else n steps. */
 qkv_status qkv__decode_feed(const qkv_decoder *d, qkv_decoder_state *st, int rows, const int32_t *tokens, int n);
+
+/* ---- Repetition control (repeat.c, include/qkv/repeat.h) ---- */
+/* A hypothesis's history: pre[0..n_pre) (the prompt, when the scope counts it) followed by gen[0..n_gen). */
+typedef struct decode_history {
+    const int32_t *pre, *gen;
+    int64_t n_pre, n_gen;
+} decode_history;
+
+/* Sets scores[t] to -inf for every token t that would complete an n-gram of N tokens already in the history; returns
+ * how many tokens it banned (tokens already at -inf and ids outside [0, V) are not counted). */
+int64_t qkv__repeat_ban_ngrams(int N, const decode_history *h, float *scores, int64_t V);
+/* The repetition penalty r over the history's distinct tokens. seen: [V] zeros, left zeros. */
+void qkv__repeat_penalise(float r, const decode_history *h, float *scores, int64_t V, uint8_t *seen);
+
+/* Whether d is a language model's decoder from a prompt (prompted.h): its source is then the start of a history. */
+bool qkv__decode_prompted(const qkv_decoder *d);
+/* The repetition rules of o on one row's log-probabilities lp[V] (penalty, then bans); when they leave no allowed
+ * token above -inf, EOS gets its log-probability back. A no-op when both are off. seen: [V] zeros, left zeros. */
+void qkv__decode_constrain(const qkv_decode_opts *o, const decode_history *h, float *lp, int64_t V, uint8_t *seen);
+/* Whether o asks for any repetition rule. */
+static inline bool decode_constrained(const qkv_decode_opts *o) {
+    return o->no_repeat_ngram > 0 || o->repetition_penalty != 1.0f;
+}
 
 /* Whether token v may be generated. */
 static inline bool decode_allowed(const qkv_decode_opts *o, int v) { return v != o->bos && v != o->pad; }

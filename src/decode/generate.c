@@ -103,7 +103,8 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
         return -1;
     }
     qkv_sampler *s = qkv_sampler_new(d->dec.info.vocab, &o->sample, o->seed);
-    /* The history (prompt + generated) is what the repetition penalty looks at. */
+    /* The history (prompt + generated) is kept whole; the repetition rules look at the generated part, or at all of
+     * it with repeat_scope QKV_REPEAT_ALL. */
     int32_t *hist = malloc(sizeof(int32_t) * (size_t)(n_prompt + o->max_new_tokens + 1));
     if (!s || !hist) {
         if (s) qkv_error_set(QKV_ERR_NOMEM, "generate: out of memory");
@@ -123,10 +124,11 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
         if (i + 1 == n_prompt && qkv_lm_decoder_step(d, prompt[i]) != QKV_OK) goto fail;
         hist[nh++] = prompt[i];
     }
+    int64_t from = o->sample.repeat_scope == QKV_REPEAT_ALL ? 0 : n_prompt;
     for (int64_t fed = n_prompt;; fed++) {
         if (n == o->max_new_tokens) break;
-        int32_t t = qkv_sampler_next(s, d->logits, hist, nh);
-        if (is_stop(o, t)) {
+        int32_t t = qkv_sampler_next(s, d->logits, hist + from, nh - from);
+        if (t < 0 || is_stop(o, t)) { /* t < 0: no_repeat_ngram left nothing */
             why = QKV_GEN_STOP_TOKEN;
             break;
         }

@@ -30,8 +30,9 @@ static void choose(gen_row *g, float *logits, const qkv_gen_opts *o, int64_t cap
         g->end = QKV_GEN_MAX_TOKENS;
         return;
     }
-    int32_t t = qkv_sampler_next(g->s, logits, g->hist, g->n_hist);
-    if (is_stop(o, t)) {
+    int64_t from = o->sample.repeat_scope == QKV_REPEAT_ALL ? 0 : g->n_prompt; /* the repetition rules' history */
+    int32_t t = qkv_sampler_next(g->s, logits, g->hist + from, g->n_hist - from);
+    if (t < 0 || is_stop(o, t)) { /* t < 0: no_repeat_ngram left nothing */
         g->done = true;
         g->end = QKV_GEN_STOP_TOKEN;
         return;

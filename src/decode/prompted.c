@@ -87,3 +87,5 @@ qkv_status qkv_prompted_decoder(const qkv_decoder *lm, qkv_prompted *p, qkv_deco
     p_info(out->model, &out->info);
     return QKV_OK;
 }
+
+bool qkv__decode_prompted(const qkv_decoder *d) { return d && d->ops == &PROMPTED; }

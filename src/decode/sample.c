@@ -1,9 +1,10 @@
-/* Choosing the next token from logits: repetition penalty, greedy, temperature, top-k, top-p, then a draw from a
- * seeded Philox generator. The order and tie rules are in include/qkv/decode.h. */
+/* Choosing the next token from logits: repetition penalty and no-repeat n-grams (repeat.c), greedy, temperature,
+ * top-k, top-p, then a draw from a seeded Philox generator. The order and tie rules are in include/qkv/decode.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_internal.h"
 #include "qkv/decode.h"
 
 struct qkv_sampler {
@@ -15,7 +16,8 @@ struct qkv_sampler {
 };
 
 qkv_sample_opts qkv_sample_defaults(void) {
-    return (qkv_sample_opts){.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f};
+    return (qkv_sample_opts){.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                             .no_repeat_ngram = 0, .repeat_scope = QKV_REPEAT_GENERATED};
 }
 
 qkv_status qkv_sample_check(const qkv_sample_opts *o) {
@@ -29,6 +31,12 @@ qkv_status qkv_sample_check(const qkv_sample_opts *o) {
     if (!(o->repetition_penalty > 0.0f && isfinite(o->repetition_penalty)))
         return qkv_error_set(QKV_ERR_INVALID, "sampling: repetition_penalty %g must be finite and > 0 (1 = off)",
                              (double)o->repetition_penalty);
+    if (o->no_repeat_ngram < 0)
+        return qkv_error_set(QKV_ERR_INVALID, "sampling: no_repeat_ngram %d must be >= 0 (0 = off)",
+                             o->no_repeat_ngram);
+    if (o->repeat_scope != QKV_REPEAT_GENERATED && o->repeat_scope != QKV_REPEAT_ALL)
+        return qkv_error_set(QKV_ERR_INVALID, "sampling: repeat_scope %d is not generated (0) or all (1)",
+                             (int)o->repeat_scope);
     return QKV_OK;
 }
 
@@ -71,20 +79,6 @@ int64_t qkv_argmax(const float *x, int64_t n) {
     return best;
 }
 
-static void penalise(qkv_sampler *s, float *logits, const int32_t *hist, int64_t n) {
-    float r = s->o.repetition_penalty;
-    if (r == 1.0f || !hist) return;
-    /* Each distinct token is penalised once, however often it occurred. */
-    for (int64_t i = 0; i < n; i++) {
-        int32_t t = hist[i];
-        if (t < 0 || t >= s->vocab || s->seen[t]) continue;
-        s->seen[t] = 1;
-        logits[t] = logits[t] > 0.0f ? logits[t] / r : logits[t] * r;
-    }
-    for (int64_t i = 0; i < n; i++)
-        if (hist[i] >= 0 && hist[i] < s->vocab) s->seen[hist[i]] = 0;
-}
-
 /* Descending by value, then ascending by id: a total order, so the kept sets never depend on qsort's whims. */
 static int cand_cmp(const void *a, const void *b) {
     const struct cand *x = a, *y = b;
@@ -94,11 +88,14 @@ static int cand_cmp(const void *a, const void *b) {
 
 int64_t qkv_sampler_filter(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history) {
     int64_t V = s->vocab;
-    penalise(s, logits, history, n_history);
+    decode_history h = {.gen = history, .n_gen = history ? n_history : 0};
+    qkv__repeat_penalise(s->o.repetition_penalty, &h, logits, V, s->seen);
+    if (s->o.no_repeat_ngram > 0) qkv__repeat_ban_ngrams(s->o.no_repeat_ngram, &h, logits, V);
     for (int64_t i = 0; i < V; i++)
         if (isnan(logits[i])) logits[i] = -INFINITY;
     if (s->o.temperature == 0.0f) {
         int64_t best = qkv_argmax(logits, V);
+        if (s->o.no_repeat_ngram > 0 && logits[best] == -INFINITY) return 0; /* all banned */
         for (int64_t i = 0; i < V; i++)
             if (i != best) logits[i] = -INFINITY;
         return 1;
@@ -133,6 +130,7 @@ int64_t qkv_sampler_filter(qkv_sampler *s, float *logits, const int32_t *history
 int32_t qkv_sampler_next(qkv_sampler *s, float *logits, const int32_t *history, int64_t n_history) {
     int64_t V = s->vocab;
     int64_t kept = qkv_sampler_filter(s, logits, history, n_history);
+    if (kept == 0 && s->o.no_repeat_ngram > 0) return -1;
     int64_t best = qkv_argmax(logits, V);
     if (s->o.temperature == 0.0f || kept <= 1) return (int32_t)best;
     double mx = logits[best], total = 0.0;

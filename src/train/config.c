@@ -164,6 +164,12 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_BOOL(S, eval.rouge, "eval.rouge", true, "summarize: also report greedy-decode ROUGE"),
     QKV_FIELD_INT(S, eval.rouge_max_examples, "eval.rouge_max_examples", 200, 0, NO_MAX,
                   "examples decoded for ROUGE (0 = all)"),
+    QKV_FIELD_INT(S, eval.no_repeat_ngram, "eval.no_repeat_ngram", 0, 0, 1 << 20,
+                  "BLEU / ROUGE / eval.tasks decodes: no n-gram of this size twice in an output (0 = off)"),
+    QKV_FIELD_NUM(S, eval.repetition_penalty, "eval.repetition_penalty", 1, 0, 100, QKV_FIELD_LO_OPEN,
+                  "BLEU / ROUGE / eval.tasks decodes: CTRL repetition penalty (1 = off)"),
+    QKV_FIELD_CHOICE(S, eval.repeat_scope, "eval.repeat_scope", "generated", "generated|all",
+                     "what the repetition rules look at: the generated tokens, or the prompt too (summarize)"),
     QKV_FIELD_STR(S, eval.tasks, "eval.tasks", "", 0,
                   "seq2seq text-to-text: per-task metrics of greedy decodes, e.g. \"translate=bleu,summarize=rouge,"
                   "sentiment=accuracy\"; an example's task is the first word of its source (the prefix)"),

@@ -91,6 +91,9 @@ qkv_status qkv__run_decode_greedy(qkv_run *r, const split *s, const int64_t *idx
     o.pad = t->tgt_pad;
     o.max_len = (int)cap;
     o.beam = 1;
+    o.no_repeat_ngram = (int)r->set.eval.no_repeat_ngram;
+    o.repetition_penalty = (float)r->set.eval.repetition_penalty;
+    qkv_repeat_scope_parse(r->set.eval.repeat_scope, &o.repeat_scope); /* the schema allows only the two names */
     qkv_batch_opts bo = qkv_batch_defaults();
     bo.batch_size = 64;
     hyp_rows rows = {.hyp = hyp, .cap = cap, .pad = t->tgt_pad};

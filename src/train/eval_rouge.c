@@ -1,6 +1,7 @@
 /* ROUGE during summarize evals: greedy summaries of a split's first examples (qkv__summ_generate, the decoder
- * `qkv summarize` uses) scored against the split's summaries as the pipeline kept them (decoded from their tokens,
- * so cut at data.summary_max_len like the training targets), averaged per pair as rouge-score does. */
+ * `qkv summarize` uses, with eval.no_repeat_ngram / repetition_penalty / repeat_scope) scored against the split's
+ * summaries as the pipeline kept them (decoded from their tokens, so cut at data.summary_max_len like the training
+ * targets), averaged per pair as rouge-score does. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ qkv_status qkv__run_rouge(qkv_run *r, const split *s, int64_t max_examples, cJSO
     }
     qkv_summarize_opts o = qkv_summarize_defaults();
     o.batch_size = (int)(r->set.eval.batch_size < 1024 ? r->set.eval.batch_size : 1024);
+    o.sample.no_repeat_ngram = (int)r->set.eval.no_repeat_ngram;
+    o.sample.repetition_penalty = (float)r->set.eval.repetition_penalty;
+    qkv_repeat_scope_parse(r->set.eval.repeat_scope, &o.sample.repeat_scope); /* the schema allows only these */
     if (st == QKV_OK) st = qkv__summ_generate(r, n, prompts, np, &o, keep, &h);
     for (int stem = 0; st == QKV_OK && stem < 2; stem++) {
         qkv_rouge_opts ro = {.use_stemmer = stem};

@@ -61,6 +61,9 @@ static qkv_status beam_search(qkv_run *r, int n, const int32_t *const *prompts, 
     dopt.beam = o->beam;
     dopt.n_best = 1;
     dopt.alpha = o->alpha;
+    dopt.no_repeat_ngram = o->sample.no_repeat_ngram;
+    dopt.repetition_penalty = o->sample.repetition_penalty;
+    dopt.repeat_scope = o->sample.repeat_scope; /* all: the article's tokens count (the prompted decoder's source) */
     qkv_batch_opts bo = qkv_batch_defaults();
     bo.search = QKV_SEARCH_BEAM;
     bo.batch_size = 1;

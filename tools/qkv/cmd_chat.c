@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_repeat.h"
 #include "commands.h"
 #include "qkv/decode.h"
 #include "qkv/train.h"
@@ -19,7 +20,7 @@
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv chat --run DIR [--script FILE] [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-            "                [--checkpoint FILE]\n\n"
+            "                [--checkpoint FILE] " CLI_REPEAT_USAGE "\n\n"
             "An interactive chat with the run's language model, trained on conversations as `qkv data dialogue`\n"
             "writes them. Each line you type becomes \"" USER_TAG " <line> " BOT_TAG "\" appended to the\n"
             "conversation, and the model's continuation, up to where it begins the next \"" USER_TAG "\" (or ends\n"
@@ -29,7 +30,9 @@ static void help(FILE *out) {
             "/quit (or end of input) leaves.\n"
             "--script FILE reads the lines from FILE instead of the terminal (- for standard input) and prints\n"
             "each as \"" USER_TAG " ...\" before its reply: a non-interactive session for tests and demos.\n"
-            "Temperature 0 (the default) is greedy; a seed reproduces a sampled session.\n");
+            "Temperature 0 (the default) is greedy; a seed reproduces a sampled session.\n"
+            "In each reply: " CLI_REPEAT_HELP
+            "(the prompt of a reply is the conversation so far).\n");
 }
 
 typedef struct {
@@ -177,8 +180,12 @@ static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *script = NULL;
     long max_tokens = 200, top_k = 0, seed = 0;
     double temperature = 0;
+    cli_repeat rep = cli_repeat_defaults();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took = cli_repeat_arg("chat", argc, argv, &i, &rep);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--script") && v) script = argv[++i];
@@ -206,6 +213,9 @@ static int run(int argc, char **argv) {
     qkv_gen_opts o = qkv_gen_defaults();
     o.sample.temperature = (float)temperature;
     o.sample.top_k = top_k;
+    o.sample.no_repeat_ngram = rep.no_repeat_ngram;
+    o.sample.repetition_penalty = rep.repetition_penalty;
+    o.sample.repeat_scope = rep.scope;
     o.max_new_tokens = max_tokens;
     o.seed = (uint64_t)seed;
     const bool interactive = !script && isatty(fileno(stdin));

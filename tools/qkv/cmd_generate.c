@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_repeat.h"
 #include "commands.h"
 #include "qkv/decode.h"
 #include "qkv/decode_batch.h"
@@ -12,13 +13,14 @@
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv generate --run DIR [--prompt TEXT | TEXT] [--max-tokens N] [--temperature T] [--top-k K]\n"
-            "                    [--top-p P] [--repetition-penalty R] [--seed S] [--checkpoint FILE]\n"
-            "                    [--view PAGE.html]\n"
+            "                    [--top-p P] [--seed S] [--checkpoint FILE] [--view PAGE.html]\n"
+            "                    " CLI_REPEAT_USAGE "\n"
             "       qkv generate --run DIR --input FILE [--batch N] [sampling options as above]\n\n"
             "Continues the prompt with the run's language model, printing tokens as they come.\n"
             "Temperature 0 (the default) is greedy decoding; --top-k / --top-p restrict sampling to the k most\n"
             "likely tokens / the smallest set with probability p. A seed reproduces a sample. Generation stops\n"
             "after --max-tokens (default 200) or when the model's context is full.\n"
+            CLI_REPEAT_HELP
             "--view PAGE.html then runs the model once over prompt + generated text and writes the attention\n"
             "viewer page: one causal map per layer (all heads), the tokens as labels (a space shows as \"\u2423\",\n"
             "a newline as \"\u23ce\"). Models without attention (rnnlm) cannot be viewed.\n"
@@ -117,13 +119,16 @@ static qkv_status print_target(int index, qkv_hyps *hs, void *user) {
 }
 
 static int generate_text2text(qkv_run *r, const qkv_decoder *dec, const char *prompt, long max_tokens,
-                              double temperature, long seed) {
+                              double temperature, long seed, const cli_repeat *rep) {
     int32_t *ids = NULL;
     size_t n = 0;
     qkv_decode_opts o = qkv_decode_defaults();
     int64_t src_max;
     qkv_run_target_ids(r, &o.bos, &o.eos, &o.pad, &src_max);
     o.temperature = temperature > 0 ? (float)temperature : 1.0f;
+    o.no_repeat_ngram = rep->no_repeat_ngram;
+    o.repetition_penalty = rep->repetition_penalty;
+    o.repeat_scope = rep->scope;
     if (qkv_run_encode(r, prompt, &ids, &n) != QKV_OK)
         return cli_error("generate", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     if ((int64_t)n > src_max) n = (size_t)src_max;
@@ -146,9 +151,13 @@ static int generate_text2text(qkv_run *r, const qkv_decoder *dec, const char *pr
 static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *prompt = NULL, *view = NULL, *input = NULL;
     long max_tokens = 200, top_k = 0, seed = 0, batch = 32;
-    double temperature = 0, top_p = 1, rep = 1;
+    double temperature = 0, top_p = 1;
+    cli_repeat rep = cli_repeat_defaults();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took = cli_repeat_arg("generate", argc, argv, &i, &rep);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--prompt") && v) prompt = argv[++i];
@@ -167,8 +176,6 @@ static int run(int argc, char **argv) {
             if (!cli_parse_double("generate", a, argv[++i], 0, 100, &temperature)) return CLI_USAGE;
         } else if (!strcmp(a, "--top-p") && v) {
             if (!cli_parse_double("generate", a, argv[++i], 1e-6, 1, &top_p)) return CLI_USAGE;
-        } else if (!strcmp(a, "--repetition-penalty") && v) {
-            if (!cli_parse_double("generate", a, argv[++i], 1e-3, 100, &rep)) return CLI_USAGE;
         } else if ((a[0] != '-' || !a[1]) && !prompt) prompt = a;
         else return cli_error("generate", CLI_USAGE, "unexpected argument '%s' (see qkv generate --help)", a);
     }
@@ -187,7 +194,7 @@ static int run(int argc, char **argv) {
     qkv_decoder dec;
     if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) == QKV_OK && dec.info.needs_source &&
         !input && !view) {
-        rc = generate_text2text(r, &dec, prompt, max_tokens, temperature, seed);
+        rc = generate_text2text(r, &dec, prompt, max_tokens, temperature, seed, &rep);
         goto done;
     }
     if (qkv_model_decoder(qkv_run_model_type(r), qkv_run_model(r), &dec) != QKV_OK || dec.info.needs_source) {
@@ -205,7 +212,9 @@ static int run(int argc, char **argv) {
         o.sample.temperature = (float)temperature;
         o.sample.top_k = top_k;
         o.sample.top_p = (float)top_p;
-        o.sample.repetition_penalty = (float)rep;
+        o.sample.repetition_penalty = rep.repetition_penalty;
+        o.sample.no_repeat_ngram = rep.no_repeat_ngram;
+        o.sample.repeat_scope = rep.scope;
         o.max_new_tokens = max_tokens;
         o.seed = (uint64_t)seed;
         rc = generate_lines(r, input, &o, (int)batch);
@@ -220,7 +229,9 @@ static int run(int argc, char **argv) {
     o.sample.temperature = (float)temperature;
     o.sample.top_k = top_k;
     o.sample.top_p = (float)top_p;
-    o.sample.repetition_penalty = (float)rep;
+    o.sample.repetition_penalty = rep.repetition_penalty;
+    o.sample.no_repeat_ngram = rep.no_repeat_ngram;
+    o.sample.repeat_scope = rep.scope;
     o.max_new_tokens = max_tokens;
     o.seed = (uint64_t)seed;
     o.on_token = on_token;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_repeat.h"
 #include "commands.h"
 #include "qkv/summarize.h"
 #include "run_view.h"
@@ -12,7 +13,7 @@ static void help(FILE *out) {
             "usage: qkv summarize --run DIR [TEXT | --input FILE] [--search greedy|sample|beam|mbr] [--temperature T]\n"
             "                     [--top-k K] [--top-p P] [--samples N] [--utility rougeL|rouge1|rouge2|bleu]\n"
             "                     [--beam K] [--alpha A] [--max-len N] [--batch N] [--seed S] [--checkpoint FILE]\n"
-            "                     [--view PAGE.html]\n\n"
+            "                     [--view PAGE.html] " CLI_REPEAT_USAGE "\n\n"
             "Summarises TEXT, or every line of --input FILE (default: standard input), with a run trained with\n"
             "data.task \"summarize\", and prints one summary a line in input order. A line with a tab is read as\n"
             "article<TAB>summary (the summary is ignored), so a data file can be piped in. The article is cut to\n"
@@ -25,6 +26,9 @@ static void help(FILE *out) {
             "                    --utility (default rougeL) against the others (Minimum Bayes Risk)\n"
             "--max-len N caps the summary's tokens (default and most: the run's data.summary_max_len); --batch N\n"
             "articles are decoded at once (default 32); --seed S reproduces samples.\n"
+            "Every search: " CLI_REPEAT_HELP
+            "(--no-repeat-ngram 3 stops greedy summaries looping \"hardware hardware hardware\"; scope generated\n"
+            "still lets a summary copy a phrase of its article, which scope all forbids.)\n"
             "--view PAGE.html (with TEXT) then writes the attention viewer page of article </s> <sep> summary </s>:\n"
             "one causal map per layer, every head; the summary's rows show which article tokens each summary\n"
             "token drew on (the summary re-encoded from its text).\n"
@@ -77,8 +81,12 @@ static int run(int argc, char **argv) {
     long top_k = 0, seed = 0, batch = 32, samples = 8, max_len = 0;
     double temperature = 1, top_p = 1, alpha = 0.6;
     long beam = 4;
+    cli_repeat rep = cli_repeat_defaults();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took = cli_repeat_arg("summarize", argc, argv, &i, &rep);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--input") && v) input = argv[++i];
@@ -120,6 +128,9 @@ static int run(int argc, char **argv) {
     o.sample.temperature = (float)temperature;
     o.sample.top_k = top_k;
     o.sample.top_p = (float)top_p;
+    o.sample.no_repeat_ngram = rep.no_repeat_ngram;
+    o.sample.repetition_penalty = rep.repetition_penalty;
+    o.sample.repeat_scope = rep.scope;
     o.n_samples = (int)samples;
     o.beam = (int)beam;
     o.alpha = (float)alpha;

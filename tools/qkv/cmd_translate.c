@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_repeat.h"
 #include "commands.h"
 #include "qkv/beam.h"
 #include "qkv/decode_batch.h"
@@ -15,7 +16,8 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv translate --run DIR [--beam K] [--alpha A] [--n-best N] [--mbr N [--utility U]]\n"
             "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE]\n"
-            "                     [--batch N] [--batch-tokens N] [--view PAGE.html] [FILE]\n\n"
+            "                     [--batch N] [--batch-tokens N] [--view PAGE.html] [FILE]\n"
+            "                     " CLI_REPEAT_USAGE "\n\n"
             "Translates each line of FILE (or standard input) with the run's seq2seq model and prints one\n"
             "translation per line. Default: greedy decoding. --beam K: beam search with GNMT length penalty\n"
             "alpha (default 0.6); --n-best N prints the N best, tab-separated with their scores. --mbr N:\n"
@@ -23,6 +25,7 @@ static void help(FILE *out) {
             "rougeL, rouge1 or rouge2.\n"
             "Sentences are decoded in batches of --batch N (default 32) of alike lengths, optionally also at most\n"
             "--batch-tokens N rows x source tokens; the output is the same as one at a time, in input order.\n"
+            "Every search: " CLI_REPEAT_HELP
             "--view PAGE.html also writes the alignment viewer page: per sentence, one teacher-forced pass over\n"
             "(source, translation) with the attention captured; rows are target tokens, columns source tokens.\n"
             "LSTM: its attention (one map); Transformer: each decoder layer's cross-attention (all heads), then\n"
@@ -96,8 +99,12 @@ static int run(int argc, char **argv) {
     const char *dir = NULL, *ckpt = NULL, *path = "-", *utility = "bleu", *view = NULL;
     long beam = 1, n_best = 1, mbr = 0, max_len = 0, seed = 1, batch = 32, batch_tokens = 0;
     double alpha = 0.6, temperature = 1.0;
+    cli_repeat rep = cli_repeat_defaults();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took = cli_repeat_arg("translate", argc, argv, &i, &rep);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(a, "--run") && v) dir = argv[++i];
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--utility") && v) utility = argv[++i];
@@ -167,6 +174,9 @@ static int run(int argc, char **argv) {
     t.alpha = (float)alpha;
     t.temperature = (float)temperature;
     t.utility = u;
+    t.no_repeat_ngram = rep.no_repeat_ngram;
+    t.repetition_penalty = rep.repetition_penalty;
+    t.repeat_scope = rep.scope;
     translate_job job;
     int bad;
     qkv_status st = translate_prepare(&job, r, &t, (int)lines->n, (const char *const *)lines->line, &bad);

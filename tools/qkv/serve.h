@@ -48,6 +48,8 @@ typedef struct serve_request {
     bool stream;   /* generate, completions: Server-Sent Events */
     long max_tokens, top_k, seed, beam, n_best, mbr, max_len;
     double temperature, top_p, repetition_penalty, alpha;
+    long no_repeat_ngram; /* generate, translate, summarize: include/qkv/repeat.h (0 = off) */
+    int repeat_scope;     /* qkv_repeat_scope */
     int utility;   /* qkv_mbr_utility */
     int search;    /* summarize: qkv_summ_search */
     char **stop;   /* completions: strings that end the text (not included) */

@@ -218,6 +218,8 @@ static void generate_one(serve_model *m, serve_job *j) {
     o.sample.top_k = r->top_k;
     o.sample.top_p = (float)r->top_p;
     o.sample.repetition_penalty = (float)r->repetition_penalty;
+    o.sample.no_repeat_ngram = (int)r->no_repeat_ngram;
+    o.sample.repeat_scope = (qkv_repeat_scope)r->repeat_scope;
     o.max_new_tokens = r->max_tokens;
     o.seed = (uint64_t)r->seed;
     o.on_token = on_token;
@@ -334,6 +336,9 @@ static translate_opts translate_options(const serve_request *r) {
     t.alpha = (float)r->alpha;
     t.temperature = (float)r->temperature;
     t.utility = (qkv_mbr_utility)r->utility;
+    t.no_repeat_ngram = (int)r->no_repeat_ngram;
+    t.repetition_penalty = (float)r->repetition_penalty;
+    t.repeat_scope = (qkv_repeat_scope)r->repeat_scope;
     return t;
 }
 
@@ -407,6 +412,9 @@ static void summarize_one(serve_model *m, serve_job *j) {
     o.alpha = (float)r->alpha;
     o.max_len = (int)r->max_len;
     o.seed = (uint64_t)r->seed;
+    o.sample.no_repeat_ngram = (int)r->no_repeat_ngram;
+    o.sample.repetition_penalty = (float)r->repetition_penalty;
+    o.sample.repeat_scope = (qkv_repeat_scope)r->repeat_scope;
     cJSON *items[SERVE_MAX_TEXTS] = {0};
     if (qkv_run_summarize(m->run, r->n_texts, (const char *const *)r->texts, &o, keep_summary, items) != QKV_OK) {
         fail_from_library(j, text_field(r));
@@ -467,7 +475,8 @@ bool serve_exec_compatible(const serve_request *a, const serve_request *b) {
     if (a->ep == SERVE_TRANSLATE)
         return a->beam == b->beam && a->n_best == b->n_best && a->mbr == b->mbr && a->max_len == b->max_len &&
                a->seed == b->seed && a->alpha == b->alpha && a->temperature == b->temperature &&
-               a->utility == b->utility;
+               a->utility == b->utility && a->no_repeat_ngram == b->no_repeat_ngram &&
+               a->repetition_penalty == b->repetition_penalty && a->repeat_scope == b->repeat_scope;
     return false;
 }
 

@@ -32,10 +32,13 @@ int serve_endpoint_of(const char *path) {
 /* The fields each endpoint accepts, space-separated (completions ignores others: OpenAI clients send more). */
 static const char *const accepted[SERVE_N_ENDPOINTS] = {
     [SERVE_CLASSIFY] = " model text texts explain ",
-    [SERVE_GENERATE] = " model prompt max_tokens temperature top_k top_p repetition_penalty seed stream ",
+    [SERVE_GENERATE] = " model prompt max_tokens temperature top_k top_p repetition_penalty no_repeat_ngram "
+                       "repeat_scope seed stream ",
     [SERVE_COMPLETIONS] = " model prompt max_tokens temperature top_k top_p stop stream seed ",
-    [SERVE_TRANSLATE] = " model text texts beam n_best mbr alpha temperature seed max_len utility ",
-    [SERVE_SUMMARIZE] = " model text texts search beam alpha temperature top_k top_p n_samples seed max_len utility ",
+    [SERVE_TRANSLATE] = " model text texts beam n_best mbr alpha temperature seed max_len utility "
+                        "repetition_penalty no_repeat_ngram repeat_scope ",
+    [SERVE_SUMMARIZE] = " model text texts search beam alpha temperature top_k top_p n_samples seed max_len utility "
+                        "repetition_penalty no_repeat_ngram repeat_scope ",
     [SERVE_TAG] = " model text texts ",
     [SERVE_SIMILAR] = " model a b ",
     [SERVE_EMBED] = " model text texts ",
@@ -202,6 +205,7 @@ static int parse_fields(errs *e, const cJSON *o, serve_request *r) {
         (rc = get_int(e, o, "beam", 1, 64, &r->beam)) || (rc = get_int(e, o, "n_best", 1, 64, &r->n_best)) ||
         (rc = get_int(e, o, "mbr", 0, 256, &r->mbr)) || (rc = get_int(e, o, "n_samples", 1, 256, &r->mbr)) ||
         (rc = get_int(e, o, "max_len", 0, SERVE_MAX_TOKENS, &r->max_len)) ||
+        (rc = get_int(e, o, "no_repeat_ngram", 0, SERVE_MAX_TOKENS, &r->no_repeat_ngram)) ||
         (rc = get_num(e, o, "top_p", 0, true, 1, &r->top_p)) ||
         (rc = get_num(e, o, "repetition_penalty", 1e-3, false, 100, &r->repetition_penalty)) ||
         (rc = get_num(e, o, "alpha", 0, false, 10, &r->alpha)) || (rc = get_stop(e, o, r)))
@@ -219,6 +223,13 @@ static int parse_fields(errs *e, const cJSON *o, serve_request *r) {
         if (!cJSON_IsString(u) || !qkv_mbr_utility_parse(u->valuestring, &mu))
             return bad(e, "utility", "field 'utility': expected bleu, rougeL, rouge1 or rouge2");
         r->utility = (int)mu;
+    }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "repeat_scope");
+    if (sc && !cJSON_IsNull(sc)) {
+        qkv_repeat_scope scope = QKV_REPEAT_GENERATED;
+        if (!cJSON_IsString(sc) || !qkv_repeat_scope_parse(sc->valuestring, &scope))
+            return bad(e, "repeat_scope", "field 'repeat_scope': expected generated or all");
+        r->repeat_scope = (int)scope;
     }
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "search");
     if (s && !cJSON_IsNull(s)) {

@@ -6,7 +6,8 @@
 
 translate_opts translate_defaults(void) {
     return (translate_opts){.beam = 1, .n_best = 1, .batch = 32, .seed = 1, .alpha = 0.6f, .temperature = 1.0f,
-                            .utility = QKV_MBR_BLEU};
+                            .utility = QKV_MBR_BLEU, .no_repeat_ngram = 0, .repetition_penalty = 1.0f,
+                            .repeat_scope = QKV_REPEAT_GENERATED};
 }
 
 char *translate_text(qkv_run *r, const int32_t *tokens, int len) {
@@ -33,6 +34,9 @@ qkv_status translate_prepare(translate_job *j, qkv_run *r, const translate_opts 
     j->o.alpha = t->alpha;
     j->o.temperature = t->temperature;
     j->o.n_samples = t->mbr ? t->mbr : 1;
+    j->o.no_repeat_ngram = t->no_repeat_ngram;
+    j->o.repetition_penalty = t->repetition_penalty;
+    j->o.repeat_scope = t->repeat_scope;
     j->mbr = t->mbr > 0;
     j->utility = t->utility;
     j->bo = qkv_batch_defaults();

@@ -19,9 +19,13 @@ typedef struct translate_opts {
     uint64_t seed;
     float alpha, temperature;
     qkv_mbr_utility utility;
+    int no_repeat_ngram;          /* every search (repeat.h): 0 = off */
+    float repetition_penalty;     /* 1 = off */
+    qkv_repeat_scope repeat_scope;
 } translate_opts;
 
-/* beam 1, n_best 1, no MBR, max_len 0, batch 32, no token cap, seed 1, alpha 0.6, temperature 1, BLEU. */
+/* beam 1, n_best 1, no MBR, max_len 0, batch 32, no token cap, seed 1, alpha 0.6, temperature 1, BLEU, no repetition
+ * rules. */
 translate_opts translate_defaults(void);
 
 typedef struct translate_job {
