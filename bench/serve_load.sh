@@ -3,16 +3,17 @@
 #   classify: N requests (default 2,000) from C concurrent clients (default 16), one short review each
 #   streams:  S concurrent streamed generations (default 50) of T tokens (default 64) from a char GPT
 # Reports throughput, p50/p99 latency (streams: also time to the first event) and failed requests, for the server
-# with dynamic batching (--batch 16) and without (--batch 1). Clients are `curl --parallel` (no other load tool).
+# with dynamic batching (--max-batch 16, --batch-wait-ms MS: the server's default unless given) and without
+# (--max-batch 1). Clients are `curl --parallel` (no other load tool).
 #
 #   bench/serve_load.sh [--qkv build/qkv] [--cls RUN] [--lm RUN] [--requests N] [--clients C] [--streams S]
-#                       [--tokens T] [--threads K]
+#                       [--tokens T] [--threads K] [--batch-wait MS]
 #
 # Without --cls / --lm it trains runs first (a 4-layer d=256 Transformer classifier on the demo reviews, a 2-layer
 # d=64 char GPT), for a few steps: their quality is irrelevant here, only their size. Run it on a quiet machine: the numbers
 # move with every other process on the cores.
 set -u
-QKV=build/qkv CLS= LM= N=2000 C=16 S=50 TOK=64 THREADS=
+QKV=build/qkv CLS= LM= N=2000 C=16 S=50 TOK=64 THREADS= WAIT=
 while [ $# -gt 0 ]; do
   case $1 in
     --qkv) QKV=$2; shift 2 ;;
@@ -23,7 +24,8 @@ while [ $# -gt 0 ]; do
     --streams) S=$2; shift 2 ;;
     --tokens) TOK=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --batch-wait) WAIT=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "serve_load: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -95,7 +97,7 @@ awk -v n="$S" -v tok="$TOK" -v u="URL" 'BEGIN {
 echo "qkv serve load test: $N classify requests from $C clients; $S concurrent streams of $TOK tokens"
 echo "qkv: $("$QKV" --version 2>&1 | head -1); threads: ${QKV_THREADS:-all cores ($(nproc))}; $(date -u +%Y-%m-%dT%H:%MZ)"
 for mode in batched unbatched; do
-  [ $mode = batched ] && start --batch 16 || start --batch 1
+  [ $mode = batched ] && start --max-batch 16 ${WAIT:+--batch-wait-ms "$WAIT"} || start --max-batch 1
   sed "s|URL|http://127.0.0.1:$PORT|" "$d/cls.tmpl" > "$d/cls.cfg"
   sed "s|URL|http://127.0.0.1:$PORT|" "$d/gen.tmpl" > "$d/gen.cfg"
   curl -s "http://127.0.0.1:$PORT/v1/classify" -d '{"text": "warm up"}' > /dev/null

@@ -243,18 +243,37 @@ check "30 requests at once on 1 worker with a queue of 1: the rest get 503 ($n20
 kill -INT "$SPID"; wait "$SPID"; rc=$?
 check "SIGINT stops the server cleanly (exit 0)" '[ $rc = 0 ] && grep -q stopping "$d/small.err"'
 
-# Dynamic batching: classify requests that wait together are answered by the same batch, with the answers a lone
-# request gets.
+# Dynamic batching, whatever the load on the machine: with a window (--batch-wait-ms) far longer than 48 requests
+# take to arrive, every batch waits until it is full, so 48 concurrent classify requests make exactly 6 batches of
+# --max-batch 8, each answer as a lone request's. A generation never shares a batch, so it never waits for the window.
+start batch --run "cls=$d/cls" --run "lm=$d/lm" --max-batch 8 --batch-wait-ms 60000
+UB=http://127.0.0.1:$PORT BPID=$PID
 for i in $(seq 1 48); do
-  echo "url = \"$U/v1/classify\""; echo 'request = "POST"'; echo "data = \"{\\\"text\\\": \\\"$T2 $i\\\"}\""
-  echo "output = \"$d/b$i\""; [ "$i" = 48 ] || echo next
+  echo "url = \"$UB/v1/classify\""; echo 'request = "POST"'; echo "data = \"{\\\"text\\\": \\\"$T2 $i\\\"}\""
+  echo "output = \"$d/b$i\""; echo 'max-time = 50'; [ "$i" = 48 ] || echo next
 done > "$d/batch.cfg"
-curl -s --parallel --parallel-max 48 -K "$d/batch.cfg" 2>/dev/null
+# --parallel-immediate: all 48 connections at once (by default curl waits on its first connection to learn whether
+# it multiplexes, and that request waits for its batch).
+curl -s --parallel --parallel-immediate --parallel-max 48 -K "$d/batch.cfg" 2>/dev/null
 post /v1/classify "{\"text\": \"$T2 7\"}" "$d/b7_alone" > /dev/null
-curl -s "$U/health" > "$d/health2"
-largest=$(json "$d/health2" "J[\"largest_batch\"]")
-check "48 concurrent classify requests all answered, each as when alone, in batches (largest $largest)" \
-  '[ "$(cat "$d"/b[0-9] "$d"/b[0-9][0-9] | grep -o "\"label\"" | wc -l)" = 48 ] && [ "$(json "$d/b7" "round(J[\"prob\"], 5)")" = "$(json "$d/b7_alone" "round(J[\"prob\"], 5)")" ] && [ "$largest" -gt 1 ] && [ "$largest" -le 8 ]'
+curl -s "$UB/health" > "$d/health2"
+batches=$(json "$d/health2" "J[\"batches\"], J[\"requests\"], J[\"largest_batch\"]")
+check "48 concurrent classify requests, --max-batch 8, a long window: 6 full batches (batches, requests, largest: $batches), each answer as when alone" \
+  '[ "$(cat "$d"/b[0-9] "$d"/b[0-9][0-9] | grep -o "\"label\"" | wc -l)" = 48 ] && [ "$(json "$d/b7" "round(J[\"prob\"], 5)")" = "$(json "$d/b7_alone" "round(J[\"prob\"], 5)")" ] && [ "$batches" = "(6, 48, 8)" ]'
+gen=$(curl -s -o "$d/gw" -w '%{http_code} %{time_total}' --max-time 50 -X POST --data-binary '{"prompt": "the c", "max_tokens": 5}' "$UB/v1/generate")
+check "a generation does not wait for the 60 s window ($gen s)" \
+  '[ "${gen%% *}" = 200 ] && awk -v t="${gen#* }" "BEGIN { exit !(t < 30) }"'
+kill -INT "$BPID"; wait "$BPID"
+# A request that no other joins runs when its window ends: not before, and not later than the window plus the time
+# to answer (a generous bound: the machine may be busy).
+start alone --run "cls=$d/cls" --max-batch 8 --batch-wait-ms 1000
+one=$(curl -s -o "$d/one" -w '%{http_code} %{time_total}' --max-time 50 -X POST --data-binary "{\"text\": \"$T2\"}" "http://127.0.0.1:$PORT/v1/classify")
+curl -s "http://127.0.0.1:$PORT/health" > "$d/health3"
+check "a lone classify request waits out its 1 s window, then is answered alone ($one s)" \
+  '[ "${one%% *}" = 200 ] && awk -v t="${one#* }" "BEGIN { exit !(t >= 1.0 && t < 20) }" && [ "$(json "$d/health3" "J[\"batches\"], J[\"largest_batch\"], J[\"batch_wait_ms\"]")" = "(1, 1, 1000)" ] && [ "$(json "$d/one" "round(J[\"prob\"], 5)")" = "$(json "$d/c2" "round(J[\"prob\"], 5)")" ]'
+kill -INT "$PID"; wait "$PID"
+"$QKV" serve --batch-wait-ms -1 --run "cls=$d/cls" > /dev/null 2> "$d/bw_err"; rc=$?
+check "--batch-wait-ms -1: usage error naming the option" '[ $rc = 1 ] && grep -q -- "--batch-wait-ms" "$d/bw_err"'
 
 # ---- the web page in headless Chromium: it submits ?text= and shows the answer ----
 code=$(curl -s -o "$d/page" -w '%{http_code}' "$U/")

@@ -85,5 +85,10 @@ struct qkv__packs *qkv__ctx_packs(const qkv_ctx *ctx);
         }                                                                                       \
     } while (0)
 
+/* What kind of JSON value j is, for error messages: "a boolean", "a number", "a string", "an array", "an object" or
+ * "null" (core/schema.c). */
+struct cJSON;
+const char *qkv__json_kind(const struct cJSON *j);
+
 QKV_INTERNAL_END
 #endif

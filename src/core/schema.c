@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "qkv/schema.h"
 
 /* Bounds at or beyond this are "no bound" in messages (JSON numbers are doubles; counts stay far below). */
@@ -75,7 +76,7 @@ const char *qkv_field_allowed(const qkv_field *f, char *buf, size_t size) {
     return buf;
 }
 
-static const char *kind_of(const cJSON *j) {
+const char *qkv__json_kind(const cJSON *j) {
     if (cJSON_IsBool(j)) return "a boolean";
     if (cJSON_IsNumber(j)) return "a number";
     if (cJSON_IsString(j)) return "a string";
@@ -110,7 +111,7 @@ static qkv_status take(const qkv_schema *s, const qkv_field *f, const cJSON *v, 
     case QKV_FIELD_T_INT:
     case QKV_FIELD_T_NUM: {
         if (!cJSON_IsNumber(v))
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, qkv__json_kind(v));
         double x = v->valuedouble;
         bool ok = isfinite(x) && (f->flags & QKV_FIELD_LO_OPEN ? x > f->lo : x >= f->lo) &&
                   (f->flags & QKV_FIELD_HI_OPEN ? x < f->hi : x <= f->hi) &&
@@ -122,7 +123,7 @@ static qkv_status take(const qkv_schema *s, const qkv_field *f, const cJSON *v, 
     }
     case QKV_FIELD_T_BOOL:
         if (!cJSON_IsBool(v))
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, qkv__json_kind(v));
         if (out) *(bool *)member(out, f) = cJSON_IsTrue(v);
         return QKV_OK;
     case QKV_FIELD_T_STR:
@@ -131,20 +132,20 @@ static qkv_status take(const qkv_schema *s, const qkv_field *f, const cJSON *v, 
             return QKV_OK;
         }
         if (!cJSON_IsString(v))
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, qkv__json_kind(v));
         if (out) *(const char **)member(out, f) = v->valuestring;
         return QKV_OK;
     case QKV_FIELD_T_CHOICE:
         if (!cJSON_IsString(v) || !is_choice(f->choices, v->valuestring)) {
             if (cJSON_IsString(v))
                 return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got '%s'", path, allowed, v->valuestring);
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, qkv__json_kind(v));
         }
         if (out) *(const char **)member(out, f) = v->valuestring;
         return QKV_OK;
     case QKV_FIELD_T_LIST: {
         if (!cJSON_IsArray(v))
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, kind_of(v));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, allowed, qkv__json_kind(v));
         /* Every element is checked here, so that the struct's readers (qkv_schema_list_item) meet no surprise. */
         void *item = f->item ? malloc(f->item->size ? f->item->size : 1) : NULL;
         if (f->item && !item) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
@@ -213,7 +214,7 @@ static qkv_status fill_object(const qkv_schema *s, const cJSON *obj, const char 
             char path[300];
             full_path(path, sizeof path, s->section, key);
             if (!cJSON_IsObject(v))
-                return qkv_error_set(QKV_ERR_INVALID, "%s: expected an object, got %s", path, kind_of(v));
+                return qkv_error_set(QKV_ERR_INVALID, "%s: expected an object, got %s", path, qkv__json_kind(v));
             st = fill_object(s, v, key, NULL, out);
         } else {
             char path[300], known[400];
@@ -259,7 +260,7 @@ qkv_status qkv_schema_fill(const qkv_schema *s, const cJSON *obj, const char *co
     qkv_schema_defaults(s, out);
     if (obj && !cJSON_IsObject(obj))
         return qkv_error_set(QKV_ERR_INVALID, "%s: expected an object, got %s", *s->section ? s->section : "config",
-                             kind_of(obj));
+                             qkv__json_kind(obj));
     qkv_status st = obj ? fill_object(s, obj, "", skip, out) : QKV_OK;
     if (st == QKV_OK && s->check) st = s->check(out);
     return st;

@@ -48,10 +48,11 @@ static inline int64_t row_offset(const qkv_tensor *v, int64_t r) {
 
 /* Rows and row length of a row-major walk over v's shape (0 rows when v is empty). */
 static int64_t walk_rows(const qkv_tensor *v, int64_t *inner, int64_t *istride) {
-    int64_t n = qkv_numel(v);
     *inner = v->ndim ? v->shape[v->ndim - 1] : 1;
     *istride = v->ndim ? v->stride[v->ndim - 1] : 0;
-    return n && *inner ? n / *inner : 0;
+    int64_t rows = *inner ? 1 : 0;
+    for (int d = 0; d < v->ndim - 1; d++) rows *= v->shape[d];
+    return rows;
 }
 
 void qkv__gather_strided(void *dst, const qkv_tensor *v) {

@@ -1,6 +1,6 @@
 /* Batched decoding (decode_batch.h): the row search (greedy, sampling) and beam search over many inputs at once,
  * with finished rows compacted out of the decoder state, and the driver that sorts inputs into batches and hands
- * results back in input order. */
+ * results back in input order; qkv_decode_beam (beam.h), one sentence as a batch of one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,8 @@ qkv_status qkv__decode_check_beam(const qkv_decode_opts *o, const char *who) {
     return QKV_OK;
 }
 
-qkv_status qkv__decode_keep_one(void *user, int index, qkv_hyps *hs) {
+/* done() of a one-sentence search: its hypotheses moved into user, a qkv_hyps. */
+static qkv_status keep_one(void *user, int index, qkv_hyps *hs) {
     (void)index;
     *(qkv_hyps *)user = *hs;
     *hs = (qkv_hyps){0};
@@ -407,6 +408,18 @@ done:
     free(seen);
     padded_free(&p);
     return status;
+}
+
+qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
+                           qkv_hyps *out) {
+    if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode beam: out is required");
+    out->n = 0;
+    out->h = NULL;
+    qkv_status status = qkv__decode_check_opts(d, opts, "decode beam");
+    if (status) return status;
+    /* One sentence is a batch of one: the same search as qkv_decode_batch's. */
+    decode_item it = {.index = 0, .src = src, .len = src_len, .max_len = opts->max_len};
+    return qkv__decode_beam_batch(d, &it, 1, opts, keep_one, out);
 }
 
 /* ---- the driver: windows, batches, input order ---- */

@@ -1,4 +1,6 @@
-/* Greedy decoding, ancestral sampling and beam search over a model's incremental decoder (decoder.h, beam.h). */
+/* Decoding options and hypotheses, the pieces every search shares (option checks, a normalised step, token choice,
+ * hypotheses under construction), and greedy decoding and ancestral sampling of one source (decoder.h, beam.h). Beam
+ * search is batch.c's: one sentence is a batch of one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,16 +220,4 @@ qkv_status qkv_decode_sample(const qkv_decoder *d, const int32_t *src, int src_l
     if (!(opts->temperature > 0.0f) || !isfinite(opts->temperature))
         return qkv_error_set(QKV_ERR_INVALID, "decode sample: temperature %g must be > 0", (double)opts->temperature);
     return run_rows(d, src, NULL, 1, src_len, n, opts, qkv__decode_pick_sample, rng, out);
-}
-
-qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len, const qkv_decode_opts *opts,
-                           qkv_hyps *out) {
-    if (!out) return qkv_error_set(QKV_ERR_INVALID, "decode beam: out is required");
-    out->n = 0;
-    out->h = NULL;
-    qkv_status status = qkv__decode_check_opts(d, opts, "decode beam");
-    if (status) return status;
-    /* One sentence is a batch of one: the same search as qkv_decode_batch's. */
-    decode_item it = {.index = 0, .src = src, .len = src_len, .max_len = opts->max_len};
-    return qkv__decode_beam_batch(d, &it, 1, opts, qkv__decode_keep_one, out);
 }

@@ -76,8 +76,6 @@ typedef struct decode_item {
 
 /* Called once per item as soon as its search ends; may take the hypotheses (leaving hs empty). */
 typedef qkv_status (*decode_done_fn)(void *user, int index, qkv_hyps *hs);
-/* done() that moves the hypotheses into user, a qkv_hyps. */
-qkv_status qkv__decode_keep_one(void *user, int index, qkv_hyps *hs);
 
 /* Beam search over n items at once (rows: each item's live hypotheses; finished items leave the batch). */
 qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items, int n, const qkv_decode_opts *o,

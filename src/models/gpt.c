@@ -13,6 +13,7 @@
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
+#include "loss_weights.h"
 #include "row_moves.h"
 
 qkv_gpt_config qkv_gpt_config_default(void) {
@@ -649,28 +650,6 @@ static qkv_tensor *gpt_fwd(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b, qkv_a
     return qkv_gpt_forward(ctx, (qkv_gpt *)m, b->ids, maps);
 }
 
-/* Token weights for the loss: the mask (1 = counted) times the optional per-token weights, as float32. */
-static qkv_tensor *loss_weights(qkv_ctx *ctx, const qkv_batch *b) {
-    qkv_tensor *w = NULL;
-    qkv_tensor *parts[2] = {b->mask, b->weights};
-    for (int i = 0; i < 2; i++) {
-        qkv_tensor *p = parts[i];
-        if (!p) continue;
-        if (p->dtype == QKV_I32) {
-            if (!qkv_is_contiguous(p)) {
-                qkv_error_set(QKV_ERR_INVALID, "gpt: an int32 loss mask must be contiguous");
-                return NULL;
-            }
-            qkv_tensor *f = qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape);
-            if (!f) return NULL;
-            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
-            p = f;
-        }
-        w = w ? qkv_mul(ctx, w, p) : p;
-    }
-    return w;
-}
-
 static qkv_tensor *gpt_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     if (!b->targets) {
         qkv_error_set(QKV_ERR_INVALID, "gpt: the batch has no targets");
@@ -679,7 +658,7 @@ static qkv_tensor *gpt_loss(qkv_ctx *ctx, qkv_model *m, const qkv_batch *b) {
     const qkv_gpt *g = (const qkv_gpt *)m;
     qkv_tensor *h = qkv_gpt_hidden(ctx, g, b->ids, NULL);
     qkv_ce_opts o = qkv_ce_defaults();
-    o.token_weight = loss_weights(ctx, b);
+    o.token_weight = qkv__model_loss_weights(ctx, b, "gpt");
     if ((b->mask || b->weights) && !o.token_weight) return NULL;
     /* the head only on positions that count: with a summarizer's article weight 0 most of them do not */
     return qkv_cross_entropy_linear(ctx, h, g->head, NULL, b->targets, &o);

@@ -30,6 +30,7 @@
 #include "qkv/ops.h"
 #include "qkv/reformer.h"
 #include "qkv/schema.h"
+#include "loss_weights.h"
 #include "ops/lsh_hash.h"
 
 #define RF_MAX_LAYERS 64
@@ -697,32 +698,6 @@ static qkv_tensor *reformer_fwd(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b,
     return rf_forward(ctx, m, model_inputs(ctx, m, b));
 }
 
-/* Token weights: the mask (1 = counted) times the optional per-token weights, as float32. */
-static qkv_tensor *loss_weights(qkv_ctx *ctx, const qkv_batch *b, bool *bad) {
-    qkv_tensor *w = NULL, *parts[2] = {b->mask, b->weights};
-    *bad = false;
-    for (int i = 0; i < 2; i++) {
-        qkv_tensor *p = parts[i];
-        if (!p) continue;
-        if (p->dtype == QKV_I32) {
-            qkv_tensor *f = qkv_is_contiguous(p) ? qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape) : NULL;
-            if (!f) {
-                if (!qkv_is_contiguous(p)) qkv_error_set(QKV_ERR_INVALID, "reformer_lm: an int32 loss mask must be contiguous");
-                *bad = true;
-                return NULL;
-            }
-            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
-            p = f;
-        }
-        w = w ? qkv_mul(ctx, w, p) : p;
-        if (!w) {
-            *bad = true;
-            return NULL;
-        }
-    }
-    return w;
-}
-
 static qkv_tensor *reformer_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b) {
     const rf_model *m = (const rf_model *)mm;
     if (!b->targets) {
@@ -731,9 +706,8 @@ static qkv_tensor *reformer_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b
     }
     qkv_tensor *logits = rf_forward(ctx, m, model_inputs(ctx, m, b));
     qkv_ce_opts o = qkv_ce_defaults();
-    bool bad;
-    o.token_weight = loss_weights(ctx, b, &bad);
-    if (bad) return NULL;
+    o.token_weight = qkv__model_loss_weights(ctx, b, "reformer_lm");
+    if ((b->mask || b->weights) && !o.token_weight) return NULL;
     return qkv_cross_entropy(ctx, logits, b->targets, &o);
 }
 

@@ -8,6 +8,7 @@
 #include "qkv/ops.h"
 #include "qkv/schema.h"
 #include "qkv/rnnlm.h"
+#include "loss_weights.h"
 
 qkv_rnnlm_config qkv_rnnlm_config_default(void) {
     return (qkv_rnnlm_config){.vocab_size = 256, .d_model = 512, .n_layers = 2, .kind = QKV_RNN_GRU,
@@ -277,23 +278,8 @@ static qkv_tensor *rnnlm_loss(qkv_ctx *ctx, qkv_model *mm, const qkv_batch *b) {
     }
     qkv_tensor *lp = qkv_rnnlm_forward(ctx, m, model_inputs(ctx, m, b));
     qkv_ce_opts o = qkv_ce_defaults();
-    qkv_tensor *parts[2] = {b->mask, b->weights};
-    for (int i = 0; i < 2; i++) {
-        qkv_tensor *p = parts[i];
-        if (!p) continue;
-        if (p->dtype == QKV_I32) {
-            if (!qkv_is_contiguous(p)) {
-                qkv_error_set(QKV_ERR_INVALID, "rnnlm: an int32 loss mask must be contiguous");
-                return NULL;
-            }
-            qkv_tensor *f = qkv_ctx_tensor(ctx, QKV_F32, p->ndim, p->shape);
-            if (!f) return NULL;
-            for (int64_t k = 0; k < qkv_numel(p); k++) qkv_f32(f)[k] = (float)qkv_i32(p)[k];
-            p = f;
-        }
-        o.token_weight = o.token_weight ? qkv_mul(ctx, o.token_weight, p) : p;
-        if (!o.token_weight) return NULL;
-    }
+    o.token_weight = qkv__model_loss_weights(ctx, b, "rnnlm");
+    if ((b->mask || b->weights) && !o.token_weight) return NULL;
     /* Log-probabilities are valid logits (log_softmax is idempotent), so cross-entropy applies as is. */
     return qkv_cross_entropy(ctx, lp, b->targets, &o);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "qkv/config.h"
 #include "qkv/fsutil.h"
 #include "qkv/optim.h"
@@ -379,15 +380,6 @@ cJSON *qkv_config_defaults(const qkv_model_type *type) {
     return d;
 }
 
-static const char *type_name(const cJSON *j) {
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "null";
-}
-
 static bool same_kind(const cJSON *a, const cJSON *b) {
     return (cJSON_IsBool(a) && cJSON_IsBool(b)) || (cJSON_IsNumber(a) && cJSON_IsNumber(b)) ||
            (cJSON_IsString(a) && cJSON_IsString(b)) || (cJSON_IsArray(a) && cJSON_IsArray(b)) ||
@@ -422,7 +414,7 @@ static qkv_status merge(cJSON *dst, const cJSON *src, const char *prefix) {
             continue;
         }
         if (!cJSON_IsNull(d) && !same_kind(d, s))
-            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, type_name(d), type_name(s));
+            return qkv_error_set(QKV_ERR_INVALID, "%s: expected %s, got %s", path, qkv__json_kind(d), qkv__json_kind(s));
         cJSON *copy = cJSON_Duplicate(s, true);
         if (!copy) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         cJSON_ReplaceItemViaPointer(dst, d, copy);
@@ -461,7 +453,7 @@ cJSON *qkv_config_resolve(const cJSON *user, const qkv_model_type **type_out) {
         return NULL;
     }
     if (!cJSON_IsObject(model)) {
-        qkv_error_set(QKV_ERR_INVALID, "model: expected an object, got %s", type_name(model));
+        qkv_error_set(QKV_ERR_INVALID, "model: expected an object, got %s", qkv__json_kind(model));
         return NULL;
     }
     const cJSON *tname = cJSON_GetObjectItemCaseSensitive(model, "type");

@@ -22,95 +22,7 @@
 #include "task_tagging.h"
 #include "train_internal.h"
 
-
 static const char NL[] = "<nl>";
-
-qkv_status qkv__split_reserve(split *s, int64_t more) {
-    if (s->pool_n + more <= s->pool_cap) return QKV_OK;
-    int64_t cap = s->pool_cap ? s->pool_cap : 4096;
-    while (cap < s->pool_n + more) cap *= 2;
-    int32_t *p = realloc(s->pool, sizeof *p * (size_t)cap);
-    if (!p) return qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-    s->pool = p;
-    s->pool_cap = cap;
-    return QKV_OK;
-}
-
-static qkv_status pool_add(split *s, const int32_t *ids, int64_t n) {
-    qkv_status st = qkv__split_reserve(s, n);
-    if (st == QKV_OK && n) memcpy(s->pool + s->pool_n, ids, sizeof *ids * (size_t)n);
-    if (st == QKV_OK) s->pool_n += n;
-    return st;
-}
-
-static example *ex_new(split *s) {
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 1024;
-        example *e = realloc(s->ex, sizeof *e * (size_t)cap);
-        if (!e) {
-            qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        s->ex = e;
-        s->cap = cap;
-    }
-    example *e = &s->ex[s->n++];
-    memset(e, 0, sizeof *e);
-    return e;
-}
-
-qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n) { return pool_add(s, ids, n); }
-example *qkv__split_example(split *s) { return ex_new(s); }
-
-void qkv__split_free(split *s) {
-    qkv__qa_split_free(s->qa);
-    free(s->pool);
-    free(s->ex);
-    memset(s, 0, sizeof *s);
-}
-
-/* ---- tokenising one text ---------------------------------------------------------------------------------- */
-
-/* Word or character tokens of one text (one malloc'd block, as qkv_word_split). */
-static qkv_status split_words(const task *t, const char *text, size_t len, char ***toks, size_t *n) {
-    if (t->tok == TOK_CHAR) return qkv_char_split(text, len, toks, n);
-    return qkv_word_split(text, len, &t->wopts, toks, n);
-}
-
-/* Ids of one text into a malloc'd array (*ids may be NULL when *n == 0). target: with the seq2seq target side's
- * own vocabulary or BPE when it has one. */
-static qkv_status encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
-    *ids = NULL;
-    *n = 0;
-    const qkv_vocab *vocab = target && t->tgt_vocab ? t->tgt_vocab : t->vocab;
-    if (t->tok == TOK_BPE) return qkv_bpe_encode(target && t->tgt_bpe ? t->tgt_bpe : t->bpe, text, len, ids, n);
-    if (t->tok == TOK_WORDPIECE) {
-        qkv_encoding e = {0};
-        qkv_status st = qkv_wordpiece_encode(t->wp, text, len, NULL, 0, true, &e);
-        if (st) return st;
-        *ids = e.ids;
-        *n = e.n;
-        e.ids = NULL;
-        qkv_encoding_free(&e);
-        return QKV_OK;
-    }
-    char **toks = NULL;
-    size_t nt = 0;
-    qkv_status st = split_words(t, text, len, &toks, &nt);
-    if (st == QKV_OK && nt) {
-        *ids = malloc(sizeof **ids * nt);
-        if (!*ids) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-        if (st == QKV_OK) st = qkv_vocab_encode(vocab, toks, nt, t->unk, *ids);
-        if (st == QKV_OK) *n = nt;
-    }
-    free(toks);
-    return st;
-}
-
-qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {
-    if (t->tok == TOK_NONE) return qkv__task_no_tokenizer();
-    return encode(t, false, text, len, ids, n);
-}
 
 /* ---- building tokenizers from the training file ------------------------------------------------------------ */
 
@@ -136,7 +48,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static qkv_status count_text(const task *t, qkv_token_counter *c, const char *text, size_t len) {
     char **toks = NULL;
     size_t n = 0;
-    qkv_status st = split_words(t, text, len, &toks, &n);
+    qkv_status st = qkv__task_words(t, text, len, &toks, &n);
     if (st == QKV_OK) st = qkv_token_counter_add_all(c, toks, n);
     free(toks);
     return st;
@@ -533,7 +445,7 @@ static int find_label(const task *t, const char *label) {
 static qkv_status lm_windows(task *t, split *s) {
     int64_t L = t->seq_len;
     for (int64_t start = 0; start + 1 < s->pool_n; start += L) {
-        example *e = ex_new(s);
+        example *e = qkv__split_example(s);
         if (!e) return qkv_last_status();
         e->off = start;
         e->n = s->pool_n - start < L + 1 ? s->pool_n - start : L + 1;
@@ -562,24 +474,24 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     qkv_status st = QKV_OK;
     if (t->kind == TASK_SUMMARIZE) return qkv__summ_add_row(t, path, row, s);
     if (t->kind == TASK_LM) {
-        st = encode(t, false, row->fields[0], row->lens[0], &ids, &n);
-        if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
+        st = qkv__task_encode(t, false, row->fields[0], row->lens[0], &ids, &n);
+        if (st == QKV_OK) st = qkv__split_append(s, ids, (int64_t)n);
         free(ids);
         ids = NULL;
         if (st == QKV_OK && t->tok == TOK_BPE) {
             st = qkv_bpe_encode(t->bpe, "\n", 1, &ids, &n);
-            if (st == QKV_OK) st = pool_add(s, ids, (int64_t)n);
+            if (st == QKV_OK) st = qkv__split_append(s, ids, (int64_t)n);
         } else if (st == QKV_OK) {
             int32_t nl = qkv_vocab_id(t->vocab, NL, strlen(NL));
             if (nl < 0) nl = t->unk;
-            st = pool_add(s, &nl, 1);
+            st = qkv__split_append(s, &nl, 1);
         }
         s->n_chars += (int64_t)qkv_utf8_count(row->fields[0], row->lens[0]) + 1;
         free(ids);
         return st;
     }
     if (t->kind == TASK_PAIRS) return qkv__pairs_add_row(t, path, row, s);
-    example *e = ex_new(s);
+    example *e = qkv__split_example(s);
     if (!e) return qkv_last_status();
     int text = t->kind == TASK_CLASSIFY ? 1 : 0;
     if (t->kind == TASK_CLASSIFY) {
@@ -597,7 +509,7 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
         enc.ids = NULL;
         qkv_encoding_free(&enc);
     } else {
-        st = encode(t, false, row->fields[text], row->lens[text], &ids, &n);
+        st = qkv__task_encode(t, false, row->fields[text], row->lens[text], &ids, &n);
     }
     if (st != QKV_OK) {
         free(ids);
@@ -606,21 +518,21 @@ static qkv_status add_row(task *t, const char *path, const qkv_row *row, split *
     e->off = s->pool_n;
     int64_t room = t->max_len - (t->cls >= 0); /* the [CLS] counts towards max_len */
     e->n = (int64_t)n < room ? (int64_t)n : room;
-    if (t->cls >= 0) st = pool_add(s, &t->cls, 1);
-    if (st == QKV_OK) st = pool_add(s, ids, e->n);
+    if (t->cls >= 0) st = qkv__split_append(s, &t->cls, 1);
+    if (st == QKV_OK) st = qkv__split_append(s, ids, e->n);
     e->n += t->cls >= 0;
     free(ids);
     ids = NULL;
     s->n_chars += (int64_t)qkv_utf8_count(row->fields[text], row->lens[text]);
     if (st != QKV_OK || t->kind != TASK_SEQ2SEQ) return st;
-    st = encode(t, true, row->fields[1], row->lens[1], &ids, &n);
+    st = qkv__task_encode(t, true, row->fields[1], row->lens[1], &ids, &n);
     if (st == QKV_OK) {
         int64_t keep = (int64_t)n < t->max_len ? (int64_t)n : t->max_len;
         e->toff = s->pool_n;
         e->tn = keep + 2;
-        st = pool_add(s, &t->tgt_bos, 1);
-        if (st == QKV_OK) st = pool_add(s, ids, keep);
-        if (st == QKV_OK) st = pool_add(s, &t->tgt_eos, 1);
+        st = qkv__split_append(s, &t->tgt_bos, 1);
+        if (st == QKV_OK) st = qkv__split_append(s, ids, keep);
+        if (st == QKV_OK) st = qkv__split_append(s, &t->tgt_eos, 1);
     }
     free(ids);
     return st;

@@ -23,22 +23,6 @@
 
 #define TOP_N 20
 
-void qkv__qa_split_free(struct qa_split *q) {
-    if (!q) return;
-    for (int64_t i = 0; i < q->n; i++) {
-        free(q->context[i]);
-        for (int k = 0; k < q->n_answers[i]; k++) free(q->answers[i][k]);
-        free(q->answers[i]);
-        free(q->tok_span[i]);
-    }
-    free(q->context);
-    free(q->answers);
-    free(q->n_answers);
-    free(q->tok_span);
-    free(q->gold);
-    free(q);
-}
-
 /* ---- tokens with byte spans ----------------------------------------------------------------------------------- */
 
 /* Word tokens of the qa task: runs of letters and digits (any non-ASCII byte counts as a letter), each other

@@ -90,8 +90,12 @@ qkv_status qkv__task_encode_text(task *t, const char *text, split *out);
 /* n texts (classify) as a split of n examples, example i from texts[i]. */
 qkv_status qkv__task_encode_texts(task *t, const char *const *texts, size_t n, split *out);
 void qkv__task_info(const task *t, qkv_task_info *info);
-/* Token ids of one text with the task's (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP]; *ids is
- * malloc'd (NULL when *n == 0). */
+/* One text as token ids (task_encode.c). words: word or character tokens (one malloc'd block, as qkv_word_split).
+ * encode: ids into a malloc'd array (NULL when *n == 0); target: with the seq2seq target side's own vocabulary or
+ * BPE when it has one. encode_ids: the (source) tokenizer, no special tokens but WordPiece's [CLS]/[SEP], and the
+ * error of a run without a tokenizer. */
+qkv_status qkv__task_words(const task *t, const char *text, size_t len, char ***toks, size_t *n);
+qkv_status qkv__task_encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n);
 qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n);
 /* Token shards: the tokenizer the shards were made with, when known (shard_tokenizer.c); the error of a run without
  * one asked to encode text. */
@@ -100,13 +104,13 @@ qkv_status qkv__task_no_tokenizer(void);
 /* Text of seq2seq target ids (*text malloc'd): <s>, </s> and <pad> skipped; word tokens joined by spaces, BPE
  * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
 qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
-void qkv__split_free(split *s);
-/* Growing a split (task_pairs.c): ids appended to the pool, a new zeroed example (NULL, error set, when out of
+/* Growing and freeing a split (split.c): ids appended to the pool, a new zeroed example (NULL, error set, when out of
  * memory). */
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
 /* Room in the pool for `more` ids past pool_n (it grows by doubling). */
 qkv_status qkv__split_reserve(split *s, int64_t more);
 example *qkv__split_example(split *s);
+void qkv__split_free(split *s);
 
 /* ---- seq2seq evals (eval_bleu.c, eval_tasks.c) ---- */
 /* Greedy decodes of examples idx[0..B) of a seq2seq split into hyp[B * cap] (pad after </s>), batched as qkv
@@ -306,7 +310,7 @@ qkv_status qkv__run_log_line(const qkv_run *r, const char *line);
 /* finetune.init_from on a fresh run's built model (src/train/init_from.c): weights matched by name and shape, an
  * "init_from" record in log.jsonl (loaded, new, unused). */
 qkv_status qkv__finetune_init_from(qkv_run *r);
-/* A qa split's text side, example by example (src/train/task_qa.c). */
+/* A qa split's text side, example by example: built by task_qa.c, freed with its split (split.c). */
 struct qa_split {
     char **context;
     char ***answers;
@@ -320,7 +324,6 @@ struct qa_split {
 qkv_status qkv__qa_prepare(task *t, const qkv_run_settings *rs, const char *dir, bool fresh);
 qkv_status qkv__qa_load(task *t, const char *path, split *s, bool training);
 int64_t qkv__qa_dropped(const split *s);
-void qkv__qa_split_free(struct qa_split *q);
 qkv_status qkv__qa_batch_make(qkv_ctx *ctx, const task *t, const split *s, const int64_t *idx, int64_t B,
                               qkv_batch *b, int64_t *tokens);
 qkv_status qkv__qa_head_init(qkv_run *r, qkv_rng *rng);

@@ -13,7 +13,8 @@
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv serve --run DIR [--run NAME=DIR ...] [--host 127.0.0.1] [--port 8080] [--workers N]\n"
-            "                 [--batch N] [--queue N] [--max-body BYTES] [--timeout SECONDS]\n\n"
+            "                 [--max-batch N] [--batch-wait-ms MS] [--queue N] [--max-body BYTES]\n"
+            "                 [--timeout SECONDS]\n\n"
             "Serves trained runs over HTTP with JSON in and out, and a web page at / to try them. Each run is\n"
             "named by NAME= or its directory's name; a request picks one with \"model\" (default: the first run\n"
             "whose task fits the endpoint). Endpoints, by the run's task:\n"
@@ -34,13 +35,18 @@ static void help(FILE *out) {
             "  POST /v1/similar      pairs: {\"a\", \"b\"}: cosine, the run's threshold, duplicate\n"
             "  POST /v1/embed        pairs: {\"text\"|\"texts\"}: unit vectors\n"
             "  GET /v1/models        the runs: name, type, task, step, endpoints, config\n"
-            "  GET /health           {\"status\": \"ok\", ...}: also batches run, requests answered, largest batch\n"
+            "  GET /health           {\"status\": \"ok\", ...}: also batches run, requests answered, largest batch,\n"
+            "                        the batching settings\n"
             "Errors are JSON {\"error\": {\"message\", \"field\", \"status\"}}: 400 bad input (naming the field),\n"
             "404 unknown path, 405 wrong method, 413 body over --max-body, 503 queue full.\n\n"
             "Requests run on --workers threads (default: the number of cores), one batch per run at a time:\n"
             "classify and translate requests of one run that wait together are answered by one batched\n"
-            "forward of up to --batch requests (default 16; 1 turns batching off). At most --queue requests\n"
-            "(default 256) wait; more get 503.\n\n"
+            "forward. At most --queue requests (default 256) wait; more get 503.\n\n"
+            "  --max-batch N      requests in one batch at most (default 16; 1 turns batching off; --batch N\n"
+            "                     is the same)\n"
+            "  --batch-wait-ms MS how long the first request of a batch waits for others to join it before it\n"
+            "                     runs (default 2; 0: only those already waiting). A full batch runs at once;\n"
+            "                     requests that are never batched (generate, tag, ...) never wait\n"
             "  --host ADDR        IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
             "  --port N           TCP port (default 8080; 0 picks a free one). The address is printed as\n"
             "                     \"listening on http://ADDR:PORT/\" on standard output\n"
@@ -53,8 +59,8 @@ static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
 static int run(int argc, char **argv) {
-    serve_config cfg = {.host = "127.0.0.1", .port = 8080, .max_batch = 16, .max_queue = 256, .max_body = 1 << 20,
-                        .timeout = 30};
+    serve_config cfg = {.host = "127.0.0.1", .port = 8080, .max_batch = 16, .max_queue = 256, .batch_wait_ms = 2,
+                        .max_body = 1 << 20, .timeout = 30};
     long workers = sysconf(_SC_NPROCESSORS_ONLN), v;
     if (workers < 1) workers = 1;
     serve_models ms = {0};
@@ -69,9 +75,12 @@ static int run(int argc, char **argv) {
             cfg.port = (int)v;
         } else if (!strcmp(a, "--workers") && val) {
             if (!cli_parse_int("serve", a, argv[++i], 1, 1024, &workers)) rc = CLI_USAGE;
-        } else if (!strcmp(a, "--batch") && val) {
+        } else if ((!strcmp(a, "--max-batch") || !strcmp(a, "--batch")) && val) {
             if (!cli_parse_int("serve", a, argv[++i], 1, 1024, &v)) rc = CLI_USAGE;
             cfg.max_batch = (int)v;
+        } else if (!strcmp(a, "--batch-wait-ms") && val) {
+            if (!cli_parse_int("serve", a, argv[++i], 0, 600000, &v)) rc = CLI_USAGE;
+            cfg.batch_wait_ms = (int)v;
         } else if (!strcmp(a, "--queue") && val) {
             if (!cli_parse_int("serve", a, argv[++i], 1, 1 << 20, &v)) rc = CLI_USAGE;
             cfg.max_queue = (int)v;

@@ -2,7 +2,9 @@
  *   serve.c          the command: options, runs, daemon, signals
  *   serve_request.c  request bodies -> serve_request (pure: no I/O, no model; fuzzed by tests/fuzz)
  *   serve_models.c   the served runs by name, and which endpoints each one's task offers
- *   serve_pool.c     worker pool and per-model queues: batches of waiting requests of one model; 503 when full
+ *   serve_job.c      one request's answer, shared by its connection and the worker (SSE bytes in between)
+ *   serve_pool.c     worker pool and queue: batches of waiting requests of one model, gathered for up to
+ *                    --batch-wait-ms; 503 when full
  *   serve_exec.c     a batch of requests run through the library (the code the CLI commands use)
  *   serve_routes.c   HTTP: routes, body limit, status codes, JSON replies and Server-Sent Events
  * Everything is internal to the qkv binary. */
@@ -87,7 +89,7 @@ serve_model *serve_models_find(serve_models *ms, serve_endpoint ep, const char *
 /* GET /v1/models: {"models": [{name, dir, type, task, step, endpoints, config}]}. */
 struct cJSON *serve_models_json(const serve_models *ms);
 
-/* ---- jobs and the pool (serve_pool.c) ---- */
+/* ---- jobs (serve_job.c) ---- */
 typedef struct serve_job {
     serve_request req;
     serve_model *model;
@@ -103,7 +105,9 @@ typedef struct serve_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int refs; /* the connection and the pool each hold one */
+    /* the pool's: the queue's link, and when the job joined it (CLOCK_MONOTONIC ns) */
     struct serve_job *next;
+    int64_t queued_ns;
 } serve_job;
 
 serve_job *serve_job_new(void);
@@ -118,10 +122,11 @@ void serve_job_fail(serve_job *j, int status, const char *field, const char *fmt
 /* Connection side: wait until finished (non-streaming). */
 void serve_job_wait(serve_job *j);
 
+/* ---- the pool (serve_pool.c) ---- */
 typedef struct serve_pool serve_pool;
-/* workers threads; a batch takes up to max_batch compatible waiting jobs of one model; at most max_queue jobs wait
- * in all. */
-serve_pool *serve_pool_new(int workers, int max_batch, int max_queue);
+/* workers threads; a batch takes up to max_batch compatible waiting jobs of one model, and its first job waits up to
+ * wait_ms for the others (0: it takes those already waiting); at most max_queue jobs wait in all. */
+serve_pool *serve_pool_new(int workers, int max_batch, int max_queue, int wait_ms);
 /* false when the queue is full (the caller answers 503) or the pool is shutting down. Takes a reference. */
 bool serve_pool_submit(serve_pool *p, serve_job *j);
 /* Batches run so far, the requests they answered, the largest batch, and the requests waiting now. */
@@ -133,7 +138,7 @@ serve_pool_stats serve_pool_get_stats(serve_pool *p);
 void serve_pool_free(serve_pool *p);
 
 /* ---- running a batch (serve_exec.c) ---- */
-/* Whether b may share a batch with a (same model and endpoint known). */
+/* Whether b may share a batch with a (same model known); false for a with itself when a never shares one. */
 bool serve_exec_compatible(const serve_request *a, const serve_request *b);
 /* Runs n jobs of one model (marked busy) and finishes each. */
 void serve_exec_batch(serve_model *m, serve_job **jobs, int n);
@@ -145,6 +150,7 @@ typedef struct serve_config {
     const char *host;
     int port;
     int workers, max_batch, max_queue;
+    int batch_wait_ms; /* how long a batch's first request waits for others */
     size_t max_body;
     int timeout; /* seconds a client may stall */
 } serve_config;

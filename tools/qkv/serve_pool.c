@@ -1,97 +1,57 @@
 /* qkv serve's worker pool. Jobs wait in one FIFO; a free worker takes the oldest job whose model no other worker is
  * running, plus up to max_batch - 1 later jobs of the same model that may share its batch (dynamic batching: requests
- * that arrive while the model is busy are answered together by one forward). A full queue refuses new jobs (503). */
-#include <cjson/cJSON.h>
-#include <stdarg.h>
-#include <stdio.h>
+ * that arrive close together are answered by one forward). A job that could share a batch waits up to wait_ns for
+ * others to arrive (Triton's max_queue_delay): without that window, whether concurrent requests meet in one batch
+ * would depend on how fast the worker happens to wake, and on a loaded machine it mostly would not. The window ends
+ * early when the batch is full, and a job that cannot share (a generation, a tag) never waits. A full queue refuses
+ * new jobs (503). */
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
+#include <time.h>
 
 #include "serve.h"
 
-serve_job *serve_job_new(void) {
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    j->refs = 1;
-    j->status = 200;
-    j->field = "";
-    return j;
-}
-
-void serve_job_release(serve_job *j) {
-    if (!j) return;
-    pthread_mutex_lock(&j->mu);
-    int left = --j->refs;
-    pthread_mutex_unlock(&j->mu);
-    if (left) return;
-    serve_request_free(&j->req);
-    cJSON_Delete(j->result);
-    free(j->buf);
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
-    free(j);
-}
-
-bool serve_job_event(serve_job *j, const char *data) {
-    size_t n = strlen(data) + 8;
-    pthread_mutex_lock(&j->mu);
-    bool ok = !j->cancelled;
-    if (ok && j->len + n + 1 > j->cap) {
-        size_t cap = j->cap ? j->cap : 1024;
-        while (cap < j->len + n + 1) cap *= 2;
-        char *b = realloc(j->buf, cap);
-        if (b) {
-            j->buf = b;
-            j->cap = cap;
-        } else ok = false;
-    }
-    if (ok) {
-        j->len += (size_t)snprintf(j->buf + j->len, j->cap - j->len, "data: %s\n\n", data);
-        pthread_cond_broadcast(&j->cv);
-    }
-    pthread_mutex_unlock(&j->mu);
-    return ok;
-}
-
-void serve_job_finish(serve_job *j) {
-    pthread_mutex_lock(&j->mu);
-    j->done = true;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-}
-
-void serve_job_fail(serve_job *j, int status, const char *field, const char *fmt, ...) {
-    j->status = status;
-    j->field = field ? field : "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(j->error, sizeof j->error, fmt, ap);
-    va_end(ap);
-}
-
-void serve_job_wait(serve_job *j) {
-    pthread_mutex_lock(&j->mu);
-    while (!j->done) pthread_cond_wait(&j->cv, &j->mu);
-    pthread_mutex_unlock(&j->mu);
-}
-
 struct serve_pool {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC: a window's end is not moved by a change of the wall clock */
     serve_job *head, *tail;
     int queued, max_queue, max_batch;
+    int64_t wait_ns;
     bool stopping;
     serve_pool_stats stats;
     int n_workers;
     pthread_t *workers;
 };
 
-/* With the pool locked: unlinks and returns up to max_batch jobs of the oldest runnable model into out. */
-static int take_batch(serve_pool *p, serve_job **out) {
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static bool same_batch(const serve_job *first, const serve_job *j) {
+    return j->model == first->model && serve_exec_compatible(&first->req, &j->req);
+}
+
+/* Whether the batch that `first` opens may run at `now`: it cannot grow (no window, a batch of one, a request that
+ * shares no batch), it is full, or its window is over. If not, *wake becomes the window's end when that is sooner. */
+static bool due(const serve_pool *p, const serve_job *first, int64_t now, int64_t *wake) {
+    if (p->wait_ns == 0 || p->max_batch == 1 || !serve_exec_compatible(&first->req, &first->req)) return true;
+    int64_t end = first->queued_ns + p->wait_ns;
+    if (now >= end) return true;
+    int n = 1;
+    for (const serve_job *j = first->next; j && n < p->max_batch; j = j->next) n += same_batch(first, j);
+    if (n >= p->max_batch) return true;
+    if (end < *wake) *wake = end;
+    return false;
+}
+
+/* With the pool locked: unlinks the first due batch (its first job the oldest of a free model) into out and returns
+ * its size; 0 when none is due, with *wake the soonest end of a window (INT64_MAX: none is open). */
+static int take_batch(serve_pool *p, serve_job **out, int64_t now, int64_t *wake) {
+    *wake = INT64_MAX;
     serve_job *prev = NULL, *j = p->head;
-    while (j && j->model->busy) {
+    while (j && (j->model->busy || !due(p, j, now, wake))) {
         prev = j;
         j = j->next;
     }
@@ -100,8 +60,7 @@ static int take_batch(serve_pool *p, serve_job **out) {
     serve_job *first = j;
     while (j && n < p->max_batch) {
         serve_job *next = j->next;
-        bool take = j == first || (j->model == first->model && serve_exec_compatible(&first->req, &j->req));
-        if (take) {
+        if (j == first || same_batch(first, j)) {
             if (prev) prev->next = next;
             else p->head = next;
             if (p->tail == j) p->tail = prev;
@@ -120,13 +79,24 @@ static int take_batch(serve_pool *p, serve_job **out) {
     return n;
 }
 
+/* With the pool locked: sleeps until a submission, a finished batch or shutdown signals, or until `wake`. */
+static void wait_until(serve_pool *p, int64_t wake) {
+    if (wake == INT64_MAX) {
+        pthread_cond_wait(&p->cv, &p->mu);
+        return;
+    }
+    struct timespec t = {.tv_sec = (time_t)(wake / 1000000000), .tv_nsec = (long)(wake % 1000000000)};
+    pthread_cond_timedwait(&p->cv, &p->mu, &t);
+}
+
 static void *worker(void *arg) {
     serve_pool *p = arg;
     serve_job **batch = malloc(sizeof *batch * (size_t)p->max_batch);
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int n = 0;
-        while (!p->stopping && !(batch && (n = take_batch(p, batch)))) pthread_cond_wait(&p->cv, &p->mu);
+        int64_t wake = INT64_MAX;
+        while (!p->stopping && !(batch && (n = take_batch(p, batch, now_ns(), &wake)))) wait_until(p, wake);
         if (p->stopping && !n) break;
         serve_model *m = batch[0]->model;
         pthread_mutex_unlock(&p->mu);
@@ -141,13 +111,18 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-serve_pool *serve_pool_new(int workers, int max_batch, int max_queue) {
+serve_pool *serve_pool_new(int workers, int max_batch, int max_queue, int wait_ms) {
     serve_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
     p->max_queue = max_queue;
     p->max_batch = max_batch;
+    p->wait_ns = (int64_t)wait_ms * 1000000;
     p->workers = calloc((size_t)workers, sizeof *p->workers);
     for (int i = 0; p->workers && i < workers; i++) {
         if (pthread_create(&p->workers[i], NULL, worker, p)) break;
@@ -168,6 +143,7 @@ bool serve_pool_submit(serve_pool *p, serve_job *j) {
         j->refs++;
         pthread_mutex_unlock(&j->mu);
         j->next = NULL;
+        j->queued_ns = now_ns();
         if (p->tail) p->tail->next = j;
         else p->head = j;
         p->tail = j;

@@ -203,6 +203,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cJSON_AddNumberToObject(o, "batches", (double)st.batches);
         cJSON_AddNumberToObject(o, "requests", (double)st.requests);
         cJSON_AddNumberToObject(o, "largest_batch", (double)st.largest);
+        cJSON_AddNumberToObject(o, "max_batch", s->cfg.max_batch);
+        cJSON_AddNumberToObject(o, "batch_wait_ms", s->cfg.batch_wait_ms);
         return reply_json(c, 200, o, NULL);
     }
     if (!strcmp(url, "/v1/models")) return reply_json(c, 200, serve_models_json(s->models), NULL);
@@ -229,7 +231,7 @@ serve_server *serve_server_start(const serve_config *cfg, serve_models *ms, int 
     if (!s) return cli_error("serve", CLI_RUNTIME, "out of memory"), NULL;
     s->cfg = *cfg;
     s->models = ms;
-    if (!(s->pool = serve_pool_new(cfg->workers, cfg->max_batch, cfg->max_queue))) {
+    if (!(s->pool = serve_pool_new(cfg->workers, cfg->max_batch, cfg->max_queue, cfg->batch_wait_ms))) {
         free(s);
         return cli_error("serve", CLI_RUNTIME, "cannot start the worker threads"), NULL;
     }
