@@ -610,9 +610,22 @@ static qkv_status gpt_dec_prefill(qkv_decoder_state *st, const int32_t *tokens, 
 
 static void gpt_dec_free(qkv_decoder_state *st) { qkv_gpt_decoder_free((qkv_gpt_decoder *)st); }
 
+/* Position 0 with n_rows rows, as a new decoder: the packs go too (a one-row batch after a wider one must take the
+ * kernel a new state takes), to be taken again from the open pack cache by the next product of several rows. */
+static qkv_status gpt_dec_restart(qkv_decoder_state *st, int n_rows) {
+    qkv_gpt_decoder *d = (qkv_gpt_decoder *)st;
+    if (n_rows < 1 || n_rows > d->cap)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: restart with %d rows (the cache holds 1..%d)", n_rows,
+                             d->cap);
+    d->pos = 0;
+    d->batch = n_rows;
+    qkv__packs_forget(d->packs);
+    return QKV_OK;
+}
+
 static const qkv_decoder_ops gpt_decoder_ops = {
     .info = gpt_dec_info, .start = gpt_dec_start, .step = gpt_dec_step, .reorder = gpt_dec_reorder,
-    .free = gpt_dec_free, .prefill = gpt_dec_prefill};
+    .free = gpt_dec_free, .prefill = gpt_dec_prefill, .restart = gpt_dec_restart};
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 
