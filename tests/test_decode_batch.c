@@ -288,6 +288,61 @@ TEST(generate_batch_equals_one_prompt_at_a_time) {
     }
 }
 
+/* qkv_generate_batch starts one decoder state for all its batches when the type can restart one (the GPT), and a
+ * state per batch otherwise; both give the same tokens, greedy and sampled, at batch sizes that leave a last batch
+ * of one, two or more rows. */
+static const qkv_decoder_ops *counted_inner;
+static int counted_starts;
+
+static qkv_decoder_state *counted_start(const qkv_model *m, const int32_t *src, const int32_t *lengths, int n_src,
+                                        int src_len, int rows_per_src, int max_steps) {
+    counted_starts++;
+    return counted_inner->start(m, src, lengths, n_src, src_len, rows_per_src, max_steps);
+}
+
+TEST(generate_batch_restarts_one_state) {
+    built b;
+    if (!build("gpt", &b)) return;
+    CHECK(b.t->decoder->restart != NULL);
+    counted_inner = b.t->decoder;
+    qkv_decoder_ops counted = *b.t->decoder, fresh = *b.t->decoder;
+    counted.start = fresh.start = counted_start;
+    fresh.restart = NULL;
+    qkv_model_type reuse_type = *b.t, fresh_type = *b.t;
+    reuse_type.decoder = &counted;
+    fresh_type.decoder = &fresh;
+    const int32_t *prompts[N];
+    int64_t lens[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = SRC[i];
+        lens[i] = LEN[i];
+    }
+    static const int sizes[] = {2, 3, 5};
+    for (int variant = 0; variant < 2; variant++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            qkv_gen_opts o = qkv_gen_defaults();
+            o.max_new_tokens = 6;
+            if (variant == 1) {
+                o.sample.temperature = 1.0f;
+                o.seed = 3;
+            }
+            gen_collect r = {0}, f = {0};
+            counted_starts = 0;
+            CHECK_OK(qkv_generate_batch(&reuse_type, b.m, N, prompts, lens, &o, sizes[si], gen_take, &r));
+            CHECKF(counted_starts == 1, "batch %d: %d states started, expected one", sizes[si], counted_starts);
+            counted_starts = 0;
+            CHECK_OK(qkv_generate_batch(&fresh_type, b.m, N, prompts, lens, &o, sizes[si], gen_take, &f));
+            CHECKF(counted_starts == (N + sizes[si] - 1) / sizes[si], "batch %d: %d states without restart",
+                   sizes[si], counted_starts);
+            for (int i = 0; i < N; i++)
+                CHECKF(r.order[i] == i && r.n[i] == f.n[i] && r.end[i] == f.end[i] &&
+                           !memcmp(r.tok[i], f.tok[i], sizeof(int32_t) * (size_t)r.n[i]),
+                       "variant %d batch %d prompt %d: %lld tokens restarted, %lld fresh", variant, sizes[si], i,
+                       (long long)r.n[i], (long long)f.n[i]);
+        }
+    unbuild(&b);
+}
+
 /* The GPT's prefill (a prompt but its last token in one batched pass, no output projection) changes no bit of what
  * generation returns: qkv_generate_batch at several batch sizes, qkv_generate (its last logits too) and beam search
  * through the prompted decoder give what the same model gives when every prompt token is a step (its type with the
@@ -385,6 +440,7 @@ int main(void) {
     RUN(beam_equals_one_at_a_time);
     RUN(sampling_does_not_depend_on_the_batch);
     RUN(generate_batch_equals_one_prompt_at_a_time);
+    RUN(generate_batch_restarts_one_state);
     RUN(prefill_changes_nothing);
     RUN(bad_input_is_an_error);
     return test_finish();

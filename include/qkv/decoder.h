@@ -75,6 +75,11 @@ typedef struct qkv_decoder_ops {
      * positions fills the cache), and must leave the state exactly as the n steps do, so that later steps return
      * the same bits. */
     qkv_status (*prefill)(qkv_decoder_state *st, const int32_t *tokens, int n);
+    /* Optional (NULL: callers free the state and start another), lm only: the state goes back to what start() made,
+     * now with n_rows rows (1..the rows start() prepared) that have been fed nothing, for the same max_steps. The
+     * next batch of prompts then reuses its memory (caches, packed weights) instead of allocating and faulting it in
+     * again; what a restarted state computes is what a fresh one computes. */
+    qkv_status (*restart)(qkv_decoder_state *st, int n_rows);
 } qkv_decoder_ops;
 
 /* A model's decoder as one value: the type's table, the model it decodes, and its info. */

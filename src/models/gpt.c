@@ -178,21 +178,32 @@ struct qkv_gpt_decoder {
     const qkv_gpt *m;
     int batch, cap; /* rows now, rows the cache holds (reorder can drop and fan out rows) */
     int64_t pos;
-    /* Per layer and (row, head), [L, cap, H] blocks of n_ctx * dh floats: K transposed ([dh, n_ctx]), so that one
-     * query's scores run along contiguous keys; V as [n_ctx, dh]. */
+    int64_t positions; /* a row holds this many: n_ctx, or the steps its caller said it takes */
+    size_t block;      /* floats of one (row, head) block, below */
+    /* Per layer and (row, head), [L, cap, H] blocks of dh x `positions` (rounded up to KEY_CHUNK) floats. K as
+     * chunks of KEY_CHUNK positions, each transposed ([dh, KEY_CHUNK]): one query's scores run along contiguous keys,
+     * and the first n positions are the block's first ceil(n / KEY_CHUNK) chunks, so a step touches only memory (and
+     * pages) it uses. (Keys transposed over the whole context, rows n_ctx apart, put a block's first 32 positions on 16
+     * pages at n_ctx 256: a batch-64 call of 32 steps faulted in 39K pages instead of 9K, 25% more CPU time.) V as
+     * [positions, dh]. */
     float *k, *v;
     float *moved;      /* reorder scratch (a row set aside, the move plan), allocated on its first call */
     qkv_ctx *ctx;      /* layer norms and activations reuse the ops (same numerics as training); grad off */
     qkv__packs *packs; /* the weights, packed on first use by several rows (ops/gemm_packed.h) */
 };
 
-qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
+#define KEY_CHUNK 16 /* positions per transposed chunk of the K cache */
+
+/* A decoder whose rows hold `positions` (1..n_ctx) positions each. */
+static qkv_gpt_decoder *decoder_make(const qkv_gpt *m, int batch, int64_t positions) {
     if (!m || batch < 1) {
         qkv_error_set(QKV_ERR_INVALID, "gpt decoder: batch %d must be >= 1", batch);
         return NULL;
     }
     const qkv_gpt_config *c = &m->cfg;
-    size_t cache = (size_t)c->n_layers * (size_t)batch * (size_t)c->n_ctx * (size_t)c->d_model;
+    int64_t dh = c->d_model / c->n_heads;
+    size_t block = (size_t)((positions + KEY_CHUNK - 1) / KEY_CHUNK * KEY_CHUNK) * (size_t)dh;
+    size_t cache = (size_t)c->n_layers * (size_t)batch * (size_t)c->n_heads * block;
     qkv_gpt_decoder *d = calloc(1, sizeof *d);
     if (d) {
         d->k = malloc(sizeof(float) * cache);
@@ -213,10 +224,16 @@ qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
     }
     d->m = m;
     d->batch = d->cap = batch;
+    d->positions = positions;
+    d->block = block;
     qkv_ctx_set_grad(d->ctx, false);
     qkv_ctx_set_training(d->ctx, false);
     qkv__ctx_set_packs(d->ctx, d->packs);
     return d;
+}
+
+qkv_gpt_decoder *qkv_gpt_decoder_new(const qkv_gpt *m, int batch) {
+    return decoder_make(m, batch, m ? m->cfg.n_ctx : 1);
 }
 
 void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
@@ -304,19 +321,24 @@ static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const q
                     (int)in, b ? 1.0f : 0.0f, y + r * out, (int)out);
 }
 
-/* One query q [dh] against keys 0..n-1 of one (sequence, head): KT [dh, N] (the cache's transposed keys), Vc
- * [N, dh]; writes dh outputs, s holds n scores. Every score is its sum over e in order, and every output its sum
- * over the keys in order, whichever block (64 or 16 wide, the loops the compiler vectorises with independent
- * accumulators) or tail it falls in: the bits do not depend on n or on a key's place, so a query attends the same
- * in a step and in a prefill. */
-#define ATTEND_BLOCK(W)                                                                                             \
-    for (; j + (W) <= n; j += (W)) {                                                                                \
-        float acc[W] = {0};                                                                                         \
+/* One query q [dh] against keys 0..n-1 of one (sequence, head): KC the block's key chunks ([ceil(n / KEY_CHUNK)]
+ * [dh][KEY_CHUNK]), Vc [n, dh]; writes dh outputs. s takes the scores of whole chunks (ceil(n / KEY_CHUNK) *
+ * KEY_CHUNK floats; a last chunk's lanes past n hold zeros or later positions' keys, and their scores are never
+ * read). Every score is its sum over e in order, and every output its sum over the keys in order, whichever group
+ * of chunks (4, 2 or 1 at a time: loops the compiler vectorises with independent accumulators) or block of outputs
+ * it falls in: the bits do not depend on n or on a key's place, so a query attends the same in a step and in a
+ * prefill (and as with the layouts before). */
+#define ATTEND_CHUNKS(G)                                                                                            \
+    for (; c + (G) <= chunks; c += (G)) {                                                                           \
+        float acc[G][KEY_CHUNK] = {{0}};                                                                            \
+        const float *kc = KC + c * KEY_CHUNK * dh;                                                                  \
         for (int64_t e = 0; e < dh; e++) {                                                                          \
-            const float qe = q[e], *kr = KT + e * N + j;                                                            \
-            for (int i = 0; i < (W); i++) acc[i] += qe * kr[i];                                                     \
+            const float qe = q[e];                                                                                  \
+            for (int g = 0; g < (G); g++)                                                                           \
+                for (int i = 0; i < KEY_CHUNK; i++) acc[g][i] += qe * kc[(g * dh + e) * KEY_CHUNK + i];             \
         }                                                                                                           \
-        for (int i = 0; i < (W); i++) s[j + i] = acc[i] * scale;                                                    \
+        for (int g = 0; g < (G); g++)                                                                               \
+            for (int i = 0; i < KEY_CHUNK; i++) s[(c + g) * KEY_CHUNK + i] = acc[g][i] * scale;                     \
     }
 #define ATTEND_VALUES(W)                                                                                            \
     for (; e0 + (W) <= dh; e0 += (W)) {                                                                             \
@@ -327,18 +349,13 @@ static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const q
         }                                                                                                           \
         memcpy(out + e0, acc, sizeof acc);                                                                          \
     }
-QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict KT, const float *restrict Vc,
-                                 int64_t n, int64_t N, int64_t dh, float scale, float *restrict s,
-                                 float *restrict out) {
+QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict KC, const float *restrict Vc,
+                                 int64_t n, int64_t dh, float scale, float *restrict s, float *restrict out) {
     NO_CONTRACT
-    int64_t j = 0;
-    ATTEND_BLOCK(64)
-    ATTEND_BLOCK(16)
-    for (; j < n; j++) {
-        float acc = 0.0f;
-        for (int64_t e = 0; e < dh; e++) acc += q[e] * KT[e * N + j];
-        s[j] = acc * scale;
-    }
+    int64_t c = 0, chunks = (n + KEY_CHUNK - 1) / KEY_CHUNK, j;
+    ATTEND_CHUNKS(4)
+    ATTEND_CHUNKS(2)
+    ATTEND_CHUNKS(1)
     float mx = -INFINITY;
     for (j = 0; j < n; j++)
         if (s[j] > mx) mx = s[j];
@@ -355,12 +372,21 @@ QKV_KERNEL_BODY void attend_body(const float *restrict q, const float *restrict 
         out[e0] = acc;
     }
 }
-#undef ATTEND_BLOCK
+#undef ATTEND_CHUNKS
 #undef ATTEND_VALUES
 QKV_ISA_KERNEL_VOID(attend,
-                    (const float *restrict q, const float *restrict KT, const float *restrict Vc, int64_t n, int64_t N,
+                    (const float *restrict q, const float *restrict KC, const float *restrict Vc, int64_t n,
                      int64_t dh, float scale, float *restrict s, float *restrict out),
-                    (q, KT, Vc, n, N, dh, scale, s, out))
+                    (q, KC, Vc, n, dh, scale, s, out))
+
+/* Position p's key k [dh] into a block's chunks: lane p % KEY_CHUNK of chunk p / KEY_CHUNK. A chunk's first
+ * position clears it, so that its lanes past the last position hold zeros, not whatever the memory held. */
+static void put_key(float *KC, int64_t p, int64_t dh, const float *k) {
+    float *chunk = KC + p / KEY_CHUNK * KEY_CHUNK * dh;
+    int64_t lane = p % KEY_CHUNK;
+    if (lane == 0) memset(chunk, 0, sizeof(float) * KEY_CHUNK * (size_t)dh);
+    for (int64_t e = 0; e < dh; e++) chunk[e * KEY_CHUNK + lane] = k[e];
+}
 
 /* Positions pos .. pos + n - 1 of every row through the blocks, their keys and values into the cache; row b's token
  * at pos + t is tokens[b * ld + t]. The work tensors hold n * Bn rows, position-major (row t * Bn + b), in the
@@ -369,14 +395,14 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
     const qkv_gpt *m = d->m;
     const qkv_gpt_config *c = &m->cfg;
     int Bn = d->batch;
-    int64_t D = c->d_model, H = c->n_heads, dh = D / H, F = c->d_ff, N = c->n_ctx, pos = d->pos, M = n * Bn;
+    int64_t D = c->d_model, H = c->n_heads, dh = D / H, F = c->d_ff, pos = d->pos, M = n * Bn;
     qkv_ctx *ctx = d->ctx;
     qkv_tensor *x = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
     qkv_tensor *qkv = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, 3 * D));
     qkv_tensor *att = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
     qkv_tensor *ff = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, F));
     qkv_tensor *y = qkv_ctx_tensor(ctx, QKV_F32, QKV_DIMS(M, D));
-    float *scores = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)Bn * (size_t)H * (size_t)N);
+    float *scores = qkv_ctx_alloc(ctx, sizeof(float) * (size_t)Bn * (size_t)H * d->block / (size_t)dh);
     if (!x || !qkv || !att || !ff || !y || !scores) return NULL;
     float *xs = qkv_f32(x), *qs = qkv_f32(qkv), *as = qkv_f32(att), *ys = qkv_f32(y);
     const float *wte = qkv_f32(m->wte), *wpe = qkv_f32(m->wpe);
@@ -388,7 +414,7 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
         }
     float scale = 1.0f / sqrtf((float)dh);
     int64_t items = (int64_t)Bn * H; /* (row, head) pairs: one cache block each */
-    size_t block = (size_t)N * (size_t)dh, layer = (size_t)d->cap * (size_t)H * block;
+    size_t block = d->block, layer = (size_t)d->cap * (size_t)H * block, P = block / (size_t)dh;
     /* below this many multiply-adds of attention, one thread */
     bool par = items > 1 && (double)items * (double)n * (double)(pos + n) * (double)dh >= (double)(1 << 16);
     for (int l = 0; l < c->n_layers; l++) {
@@ -401,8 +427,7 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
             for (int64_t i = 0; i < items; i++) {
                 int64_t b = i / H, hd = i % H;
                 const float *row = qs + (t * Bn + b) * 3 * D;
-                float *kt = kl + (size_t)i * block + pos + t;
-                for (int64_t e = 0; e < dh; e++) kt[e * N] = row[D + hd * dh + e];
+                put_key(kl + (size_t)i * block, pos + t, dh, row + D + hd * dh);
                 memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
             }
 #pragma omp parallel for schedule(static) if (par)
@@ -410,8 +435,8 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
             int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {
                 int64_t r = t * Bn + b;
-                attend(qs + r * 3 * D + hd * dh, kl + (size_t)i * block, vl + (size_t)i * block, pos + t + 1, N, dh,
-                       scale, scores + i * N, as + r * D + hd * dh);
+                attend(qs + r * 3 * D + hd * dh, kl + (size_t)i * block, vl + (size_t)i * block, pos + t + 1, dh,
+                       scale, scores + (size_t)i * P, as + r * D + hd * dh);
             }
         }
         dense(ctx, as, M, Bn, blk->proj_w, blk->proj_b, ys);
@@ -438,8 +463,8 @@ static qkv_status check_tokens(const qkv_gpt_decoder *d, const int32_t *tokens, 
 qkv_status qkv_gpt_decoder_step(qkv_gpt_decoder *d, const int32_t *tokens, float *logits) {
     const qkv_gpt *m = d->m;
     const qkv_gpt_config *c = &m->cfg;
-    if (d->pos >= c->n_ctx)
-        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: context of %lld positions is full", (long long)c->n_ctx);
+    if (d->pos >= d->positions)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: context of %lld positions is full", (long long)d->positions);
     qkv_status st = check_tokens(d, tokens, d->batch);
     if (st) return st;
     qkv_ctx_reset(d->ctx);
@@ -457,9 +482,9 @@ qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, in
     const qkv_gpt_config *c = &d->m->cfg;
     if (n < 0 || (n > 0 && !tokens))
         return qkv_error_set(QKV_ERR_INVALID, "gpt decoder: prefill of %lld tokens needs them", (long long)n);
-    if (n > c->n_ctx - d->pos)
+    if (n > d->positions - d->pos)
         return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: %lld tokens do not fit the context (%lld of %lld positions "
-                             "full)", (long long)n, (long long)d->pos, (long long)c->n_ctx);
+                             "full)", (long long)n, (long long)d->pos, (long long)d->positions);
     qkv_status st = check_tokens(d, tokens, n * d->batch);
     if (st) return st;
     /* Positions in groups of about PREFILL_ROWS rows, in order, so that each group attends to the cache the groups
@@ -491,20 +516,17 @@ qkv_status qkv_gpt_decoder_prefill(qkv_gpt_decoder *d, const int32_t *tokens, in
     return QKV_OK;
 }
 
-/* The first `pos` positions of one (row, head) block: K's are the first pos floats of each of its dh rows. */
-static void copy_used(float *dst, const float *src, bool keys, int64_t pos, int64_t N, int64_t dh) {
-    if (!keys) {
-        memcpy(dst, src, sizeof(float) * (size_t)(pos * dh));
-        return;
-    }
-    for (int64_t e = 0; e < dh; e++) memcpy(dst + e * N, src + e * N, sizeof(float) * (size_t)pos);
+/* The first `pos` positions of one (row, head) block: K's first ceil(pos / KEY_CHUNK) chunks, V's first pos rows. */
+static void copy_used(float *dst, const float *src, bool keys, int64_t pos, int64_t dh) {
+    int64_t n = keys ? (pos + KEY_CHUNK - 1) / KEY_CHUNK * KEY_CHUNK : pos;
+    memcpy(dst, src, sizeof(float) * (size_t)(n * dh));
 }
 
-/* One row copy of a reorder (row_moves.h): a row is H blocks of n_ctx * dh floats in each layer's K and V, of which
- * the first pos positions are used; -1 is the row set aside, [L][2][H] blocks in moved. */
+/* One row copy of a reorder (row_moves.h): a row is H blocks in each layer's K and V, of which the first pos
+ * positions are used; -1 is the row set aside, [L][2][H] blocks in moved. */
 typedef struct {
     qkv_gpt_decoder *d;
-    int64_t H, N, dh;
+    int64_t H, dh;
     size_t block, layer;
 } gpt_rows;
 
@@ -518,7 +540,7 @@ static void gpt_copy_row(void *user, int dst, int src) {
             for (int64_t h = 0; h < r->H; h++) {
                 float *to = dst < 0 ? aside + h * r->block : cache + ((size_t)dst * r->H + h) * r->block;
                 const float *fr = src < 0 ? aside + h * r->block : cache + ((size_t)src * r->H + h) * r->block;
-                copy_used(to, fr, !kv, d->pos, r->N, r->dh);
+                copy_used(to, fr, !kv, d->pos, r->dh);
             }
         }
 }
@@ -532,9 +554,9 @@ qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int 
         if (from[b] < 0 || from[b] >= d->batch)
             return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: reorder row %d outside [0, %d)", (int)from[b],
                                  d->batch);
-    int64_t H = c->n_heads, dh = c->d_model / H, N = c->n_ctx;
-    size_t block = (size_t)N * (size_t)dh;
-    /* Scratch: one row set aside ([L][2][H][n_ctx * dh] at most) and the move plan's indices (3 x cap). */
+    int64_t H = c->n_heads, dh = c->d_model / H;
+    size_t block = d->block;
+    /* Scratch: one row set aside ([L][2][H] blocks at most) and the move plan's indices (3 x cap). */
     size_t aside = (size_t)c->n_layers * 2 * (size_t)H * block, plan = 3 * (size_t)d->cap;
     if (!d->moved && !(d->moved = malloc(sizeof(float) * aside + sizeof(int32_t) * plan)))
         return qkv_error_set(QKV_ERR_NOMEM, "gpt decoder: out of memory for a reorder");
@@ -545,7 +567,7 @@ qkv_status qkv_gpt_decoder_reorder(qkv_gpt_decoder *d, const int32_t *from, int 
         int span = d->cap;
         memset(todo, 0, sizeof(int32_t) * (size_t)span);
         for (int b = 0; b < Bn; b++) todo[b] = b >= d->batch || from[b] != b;
-        gpt_rows r = {d, H, N, dh, block, (size_t)d->cap * (size_t)H * block};
+        gpt_rows r = {d, H, dh, block, (size_t)d->cap * (size_t)H * block};
         row_moves(from, Bn, todo, todo + span, todo + 2 * span, span, gpt_copy_row, &r);
     }
     d->batch = n_rows;
@@ -569,7 +591,9 @@ static qkv_decoder_state *gpt_dec_start(const qkv_model *m, const int32_t *src, 
                       rows_per_src, src_len, max_steps);
         return NULL;
     }
-    return (qkv_decoder_state *)qkv_gpt_decoder_new(g, n_src * rows_per_src);
+    /* A cache for the steps the caller takes, not the whole context: 32 steps at n_ctx 256 are an eighth of the
+     * memory to allocate, fault in and reorder. */
+    return (qkv_decoder_state *)decoder_make(g, n_src * rows_per_src, max_steps ? max_steps : g->cfg.n_ctx);
 }
 
 static qkv_status gpt_dec_step(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn) {
@@ -587,9 +611,22 @@ static qkv_status gpt_dec_prefill(qkv_decoder_state *st, const int32_t *tokens, 
 
 static void gpt_dec_free(qkv_decoder_state *st) { qkv_gpt_decoder_free((qkv_gpt_decoder *)st); }
 
+/* Position 0 with n_rows rows, as a new decoder: the packs go too (a one-row batch after a wider one must take the
+ * kernel a new state takes), to be taken again from the open pack cache by the next product of several rows. */
+static qkv_status gpt_dec_restart(qkv_decoder_state *st, int n_rows) {
+    qkv_gpt_decoder *d = (qkv_gpt_decoder *)st;
+    if (n_rows < 1 || n_rows > d->cap)
+        return qkv_error_set(QKV_ERR_RANGE, "gpt decoder: restart with %d rows (the cache holds 1..%d)", n_rows,
+                             d->cap);
+    d->pos = 0;
+    d->batch = n_rows;
+    qkv__packs_forget(d->packs);
+    return QKV_OK;
+}
+
 static const qkv_decoder_ops gpt_decoder_ops = {
     .info = gpt_dec_info, .start = gpt_dec_start, .step = gpt_dec_step, .reorder = gpt_dec_reorder,
-    .free = gpt_dec_free, .prefill = gpt_dec_prefill};
+    .free = gpt_dec_free, .prefill = gpt_dec_prefill, .restart = gpt_dec_restart};
 
 /* ---- The model type ---------------------------------------------------------------------------------------- */
 

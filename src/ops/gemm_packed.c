@@ -272,9 +272,14 @@ qkv__packs *qkv__packs_new(void) {
     return ps;
 }
 
+void qkv__packs_forget(qkv__packs *ps) {
+    for (int i = 0; ps && i < ps->n_e; i++) qkv__pack_free(ps->e[i].p);
+    if (ps) ps->n_e = 0;
+}
+
 void qkv__packs_free(qkv__packs *ps) {
     if (!ps) return;
-    for (int i = 0; i < ps->n_e; i++) qkv__pack_free(ps->e[i].p);
+    qkv__packs_forget(ps);
     free(ps->e);
     free(ps->allow);
     free(ps);

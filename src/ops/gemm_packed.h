@@ -48,6 +48,9 @@ typedef struct qkv__packs qkv__packs;
 
 qkv__packs *qkv__packs_new(void);
 void qkv__packs_free(qkv__packs *ps);
+/* Drops the packs made so far (the weights stay allowed): later products behave as in a new qkv__packs, and one
+ * that packs again takes the open pack cache's copy if there is one. */
+void qkv__packs_forget(qkv__packs *ps);
 /* Lets products by w (a parameter that does not change while ps lives), or by any block of its rows, be packed.
  * NULL w, and a w that is not contiguous float32, are ignored (never packed). Error only when out of memory. */
 qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
