@@ -18,6 +18,8 @@ JSON
 "$QKV" translate --run "$d/lstm" "$d/src" > "$d/greedy"
 b=$("$QKV" bleu -r "$d/ref" -i "$d/greedy" --json | sed -n 's/.*"score": \([0-9.]*\).*/\1/p')
 check "lstm greedy translation copies (BLEU $b > 80)" 'awk -v b="$b" "BEGIN{exit !(b > 80)}"'
+"$QKV" translate --run "$d/lstm" --input "$d/src" > "$d/greedy_input"
+check "--input FILE reads as FILE does" 'cmp -s "$d/greedy_input" "$d/greedy"'
 "$QKV" translate --run "$d/lstm" --beam 4 "$d/src" > "$d/beam"
 b4=$("$QKV" bleu -r "$d/ref" -i "$d/beam" --json | sed -n 's/.*"score": \([0-9.]*\).*/\1/p')
 check "lstm beam 4 (BLEU $b4 > 80)" 'awk -v b="$b4" "BEGIN{exit !(b > 80)}"'

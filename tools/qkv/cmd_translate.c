@@ -16,7 +16,7 @@ static void help(FILE *out) {
     fprintf(out,
             "usage: qkv translate --run DIR [--beam K] [--alpha A] [--n-best N] [--mbr N [--utility U]]\n"
             "                     [--temperature T] [--max-len N] [--seed S] [--checkpoint FILE]\n"
-            "                     [--batch N] [--batch-tokens N] [--view PAGE.html] [FILE]\n"
+            "                     [--batch N] [--batch-tokens N] [--view PAGE.html] [FILE | --input FILE]\n"
             "                     " CLI_REPEAT_USAGE "\n\n"
             "Translates each line of FILE (or standard input) with the run's seq2seq model and prints one\n"
             "translation per line. Default: greedy decoding. --beam K: beam search with GNMT length penalty\n"
@@ -109,6 +109,7 @@ static int run(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--utility") && v) utility = argv[++i];
         else if (!strcmp(a, "--view") && v) view = argv[++i];
+        else if (!strcmp(a, "--input") && v) path = argv[++i]; /* as summarize and generate spell it */
         else if (!strcmp(a, "--beam") && v) {
             if (!cli_parse_int("translate", a, argv[++i], 1, 256, &beam)) return CLI_USAGE;
         } else if (!strcmp(a, "--n-best") && v) {
