@@ -72,7 +72,8 @@ def train(qkv, d, name, cfg):
         json.dump(cfg, f)
     run = os.path.join(d, name)
     log = os.path.join(run, "log.jsonl")
-    if os.path.exists(log) and any('"kind":"end"' in x for x in open(log)):
+    ends = [json.loads(x) for x in open(log) if '"kind":"end"' in x] if os.path.exists(log) else []
+    if ends and ends[-1].get("outcome") == "finished":
         return run  # finished by an earlier call with the same --out: the long script resumes across sessions
     resume = ["--resume"] if any(f.startswith("ckpt-") for f in (os.listdir(run) if os.path.isdir(run) else [])) else []
     if not resume and os.path.isdir(run):
