@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
+#include "random_model.h"
 #include "qkv/decode.h"
 #include "qkv/decode_batch.h"
 #include "qkv/model.h"
@@ -39,22 +39,9 @@ static bool build(const char *name, built *b) {
     b->t = qkv_model_type_find(name);
     CHECKF(b->t != NULL, "type %s", name);
     if (!b->t) return false;
-    cJSON *cfg = b->t->default_config ? cJSON_Parse(b->t->default_config) : cJSON_CreateObject();
-    cJSON *over = cJSON_Parse(small_config(name));
-    for (cJSON *it = over ? over->child : NULL; cfg && it; it = it->next) {
-        cJSON_DeleteItemFromObjectCaseSensitive(cfg, it->string);
-        cJSON_AddItemToObject(cfg, it->string, cJSON_Duplicate(it, true));
-    }
     qkv_task_info info = {.vocab_size = V_SRC, .n_classes = 3, .pad_id = 0, .max_len = MAXLEN};
     if (!strcmp(b->t->task, "seq2seq")) info.tgt_vocab_size = V_TGT;
-    b->p = qkv_params_new();
-    qkv_rng rng;
-    qkv_rng_init(&rng, 23);
-    b->m = cfg ? b->t->create(cfg, &info, b->p, &rng) : NULL;
-    cJSON_Delete(cfg);
-    cJSON_Delete(over);
-    CHECKF(b->m != NULL, "%s create: %s", name, qkv_last_error());
-    if (!b->m) return false;
+    if (!test_random_model(b->t, small_config(name), &info, 23, &b->p, &b->m)) return false;
     CHECK_OK(qkv_model_decoder(b->t, b->m, &b->d));
     return true;
 }

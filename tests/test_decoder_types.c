@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
+#include "random_model.h"
 #include "qkv/beam.h"
 #include "qkv/decode.h"
 #include "qkv/decoder.h"
@@ -58,22 +58,9 @@ typedef struct built {
 static bool build(const qkv_model_type *t, built *b) {
     memset(b, 0, sizeof *b);
     b->t = t;
-    cJSON *cfg = t->default_config ? cJSON_Parse(t->default_config) : cJSON_CreateObject();
-    cJSON *over = cJSON_Parse(small_config(t->name));
-    for (cJSON *it = over ? over->child : NULL; cfg && it; it = it->next) {
-        cJSON_DeleteItemFromObjectCaseSensitive(cfg, it->string);
-        cJSON_AddItemToObject(cfg, it->string, cJSON_Duplicate(it, true));
-    }
     qkv_task_info info = {.vocab_size = V_SRC, .n_classes = 3, .pad_id = 0, .max_len = MAXLEN};
     if (!strcmp(t->task, "seq2seq")) info.tgt_vocab_size = V_TGT;
-    b->p = qkv_params_new();
-    qkv_rng rng;
-    qkv_rng_init(&rng, 17);
-    b->m = cfg ? t->create(cfg, &info, b->p, &rng) : NULL;
-    CHECKF(b->m != NULL, "%s create: %s", t->name, qkv_last_error());
-    cJSON_Delete(cfg);
-    cJSON_Delete(over);
-    return b->m != NULL;
+    return test_random_model(t, small_config(t->name), &info, 17, &b->p, &b->m);
 }
 
 static void unbuild(built *b) {

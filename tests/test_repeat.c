@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "decode/decode_internal.h"
+#include "random_model.h"
 #include "qkv/decode.h"
 #include "qkv/decode_batch.h"
 #include "qkv/model.h"
@@ -291,22 +292,9 @@ static bool build(const char *name, const char *over_json, built *b) {
     b->t = qkv_model_type_find(name);
     CHECKF(b->t != NULL, "type %s", name);
     if (!b->t) return false;
-    cJSON *cfg = b->t->default_config ? cJSON_Parse(b->t->default_config) : cJSON_CreateObject();
-    cJSON *over = cJSON_Parse(over_json);
-    for (cJSON *it = over ? over->child : NULL; cfg && it; it = it->next) {
-        cJSON_DeleteItemFromObjectCaseSensitive(cfg, it->string);
-        cJSON_AddItemToObject(cfg, it->string, cJSON_Duplicate(it, true));
-    }
     qkv_task_info info = {.vocab_size = V_SRC, .n_classes = 3, .pad_id = 0, .max_len = MAXLEN};
     if (!strcmp(b->t->task, "seq2seq")) info.tgt_vocab_size = V_TGT;
-    b->p = qkv_params_new();
-    qkv_rng rng;
-    qkv_rng_init(&rng, 29);
-    b->m = cfg ? b->t->create(cfg, &info, b->p, &rng) : NULL;
-    cJSON_Delete(cfg);
-    cJSON_Delete(over);
-    CHECKF(b->m != NULL, "%s create: %s", name, qkv_last_error());
-    if (!b->m) return false;
+    if (!test_random_model(b->t, over_json, &info, 29, &b->p, &b->m)) return false;
     CHECK_OK(qkv_model_decoder(b->t, b->m, &b->d));
     return true;
 }
