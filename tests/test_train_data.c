@@ -128,6 +128,20 @@ TEST(seq2seq_pipeline) {
     CHECK(qkv_f32(b.mask)[6] == 0.0f && in[6] == t.tgt_pad && qkv_f32(b.src_mask)[3] == 0.0f);
     qkv_ctx_free(ctx);
     qkv__split_free(&s);
+    /* Scoring: an unknown word must not match the reference's own <unk> (both are decoded from ids). */
+    char *ref = NULL, *hyp = NULL;
+    const int32_t x = qkv_vocab_id(t.tgt_vocab, "x", 1), z = qkv_vocab_id(t.tgt_vocab, "z", 1);
+    const int32_t ref_ids[3] = {x, t.unk, z}, hyp_ids[4] = {t.unk, x, t.unk, t.unk};
+    CHECK_OK(qkv__task_decode_target(&t, ref_ids, 3, &ref));
+    CHECK_OK(qkv__task_decode_target(&t, hyp_ids, 4, &hyp));
+    qkv__task_hyp_for_scoring(&t, hyp);
+    CHECK(ref && !strcmp(ref, "x <unk> z") && hyp && !strcmp(hyp, "x"));
+    free(ref);
+    free(hyp);
+    char all_unk[] = "<unk> <unk>", word[] = "<unk>x y";
+    qkv__task_hyp_for_scoring(&t, all_unk);
+    qkv__task_hyp_for_scoring(&t, word);
+    CHECK(!strcmp(all_unk, "") && !strcmp(word, "<unk>x y"));
     CHECK(qkv__task_encode_text(&t, "a", &s) == QKV_ERR_UNSUPPORTED);
     qkv__task_free(&t);
     cJSON_Delete(cfg);

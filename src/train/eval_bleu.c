@@ -120,6 +120,7 @@ qkv_status qkv__run_bleu(qkv_run *r, const split *s, int64_t max_examples, doubl
         for (int64_t i = 0; st == QKV_OK && i < B; i++) {
             const example *e = &s->ex[start + i];
             hyps[start + i] = qkv__run_detokenize(t, hyp + i * cap, cap);
+            qkv__task_hyp_for_scoring(t, hyps[start + i]);
             refs[start + i] = qkv__run_detokenize(t, s->pool + e->toff + 1, e->tn - 1); /* skip <s> */
             if (!hyps[start + i] || !refs[start + i]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
         }

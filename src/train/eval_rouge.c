@@ -40,6 +40,7 @@ qkv_status qkv__run_rouge(qkv_run *r, const split *s, int64_t max_examples, cJSO
     o.sample.repetition_penalty = (float)r->set.eval.repetition_penalty;
     qkv_repeat_scope_parse(r->set.eval.repeat_scope, &o.sample.repeat_scope); /* the schema allows only these */
     if (st == QKV_OK) st = qkv__summ_generate(r, n, prompts, np, &o, keep, &h);
+    for (int i = 0; st == QKV_OK && i < n; i++) qkv__task_hyp_for_scoring(t, h.hyps[i]);
     for (int stem = 0; st == QKV_OK && stem < 2; stem++) {
         qkv_rouge_opts ro = {.use_stemmer = stem};
         qkv_rouge_result res;

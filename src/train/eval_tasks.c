@@ -124,6 +124,7 @@ static qkv_status score_groups(qkv_run *r, const split *s, task_group *g, int ng
             const example *e = &s->ex[idx[b]];
             task_group *k = &g[group[idx[b]]];
             k->hyps[k->n] = qkv__run_detokenize(t, hyp + b * cap, cap);
+            qkv__task_hyp_for_scoring(t, k->hyps[k->n]);
             k->refs[k->n] = qkv__run_detokenize(t, s->pool + e->toff + 1, e->tn - 1); /* skip <s> */
             if (!k->hyps[k->n] || !k->refs[k->n]) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
             k->n++;

@@ -113,6 +113,23 @@ qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, 
     return decode_target_plain(t, ids, n, text);
 }
 
+void qkv__task_hyp_for_scoring(const task *t, char *text) {
+    if (!text || t->tok != TOK_WORD) return; /* BPE has no unknown ids; WordPiece and characters keep theirs */
+    const char *unk = "<unk>";
+    size_t ul = strlen(unk), w = 0;
+    for (size_t r = 0; text[r];) {
+        size_t e = r;
+        while (text[e] && text[e] != ' ') e++;
+        if (!(e - r == ul && !memcmp(text + r, unk, ul))) {
+            if (w) text[w++] = ' ';
+            memmove(text + w, text + r, e - r);
+            w += e - r;
+        }
+        r = text[e] ? e + 1 : e;
+    }
+    text[w] = '\0';
+}
+
 static qkv_status decode_with(const task *t, bool target, const int32_t *ids, size_t n, char **text) {
     size_t len = 0;
     if (t->tok == TOK_BPE) return decode_bpe(t, false, ids, n, text);

@@ -104,6 +104,10 @@ qkv_status qkv__task_no_tokenizer(void);
 /* Text of seq2seq target ids (*text malloc'd): <s>, </s> and <pad> skipped; word tokens joined by spaces, BPE
  * bytes concatenated with invalid UTF-8 (a hypothesis may stop mid-character) replaced by U+FFFD. */
 qkv_status qkv__task_decode_target(const task *t, const int32_t *ids, size_t n, char **text);
+/* A decoded hypothesis made fit for scoring, in place: with a word vocabulary the references are decoded from ids
+ * too, so an out-of-vocabulary word is "<unk>" on both sides and would count as a match; the hypothesis's "<unk>"
+ * tokens are dropped so that it earns nothing for them (the reference keeps its own, as words the model missed). */
+void qkv__task_hyp_for_scoring(const task *t, char *text);
 /* Growing and freeing a split (split.c): ids appended to the pool, a new zeroed example (NULL, error set, when out of
  * memory). */
 qkv_status qkv__split_append(split *s, const int32_t *ids, int64_t n);
