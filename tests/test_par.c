@@ -32,12 +32,15 @@ TEST(small_work_stays_on_one_thread) {
 TEST(threads_cut_to_idle_cores) {
     int threads = qkv_threads_get();
     qkv_threads_set(4);
+    const double mid = QKV__PAR_MIN * 2; /* worth threads, but not when the cores are busy */
     qkv__par_set_cores_free(1);
-    CHECK(qkv__par_threads(1e12) == 1);
+    CHECK(qkv__par_threads(mid) == 1);
     qkv__par_set_cores_free(3);
-    CHECK(qkv__par_threads(1e12) == 3);
+    CHECK(qkv__par_threads(mid) == 3);
     qkv__par_set_cores_free(8); /* more idle cores than threads: the thread count */
-    CHECK(qkv__par_threads(1e12) == 4);
+    CHECK(qkv__par_threads(mid) == 4);
+    qkv__par_set_cores_free(1); /* a region past QKV__PAR_SHARED_MIN takes every thread all the same */
+    CHECK(qkv__par_threads(QKV__PAR_SHARED_MIN) == 4);
     int inside = 0;
 #pragma omp parallel num_threads(2)
     {

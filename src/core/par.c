@@ -111,6 +111,7 @@ int qkv__par_threads(double work) {
     if (!(work >= QKV__PAR_MIN) || omp_in_parallel()) return 1;
     int n = omp_get_max_threads();
     if (n <= 1) return 1;
+    if (work >= QKV__PAR_SHARED_MIN) return n;
     int f = qkv__par_cores_free();
     return f > 0 && f < n ? f : n;
 }

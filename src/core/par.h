@@ -20,15 +20,23 @@ QKV_INTERNAL_BEGIN
 #define QKV__PAR_MIN 4194304.0
 #endif
 
+/* Work from which a region takes every thread even when other processes keep cores busy. A region this large
+ * (a batch-64 step's vocabulary projection, about a millisecond) lost nothing at 2 threads with one competing
+ * process and gains when several compete; the smaller regions of a one-row step lost up to 26% (docs/benchmarks.md
+ * "Threads under load"). */
+#ifndef QKV__PAR_SHARED_MIN
+#define QKV__PAR_SHARED_MIN 67108864.0
+#endif
+
 /* Work of y [M, N] = x [M, K] W^T when W streams from memory once. */
 static inline double qkv__par_gemm_work(int64_t M, int64_t N, int64_t K) {
     return ((double)M + QKV__PAR_STREAM) * (double)N * (double)K;
 }
 
-/* Threads for a region of `work`: 1 below QKV__PAR_MIN or inside another parallel region, else the thread count
- * (omp_get_max_threads) cut to the cores other processes leave idle (qkv__par_cores_free). The count follows the
- * machine's load, so only regions whose results do not depend on it may ask: each output computed whole by one
- * thread, no reduction split by thread. */
+/* Threads for a region of `work`: 1 below QKV__PAR_MIN or inside another parallel region; the thread count from
+ * QKV__PAR_SHARED_MIN; in between the thread count (omp_get_max_threads) cut to the cores other processes leave
+ * idle (qkv__par_cores_free). The count follows the machine's load, so only regions whose results do not depend on
+ * it may ask: each output computed whole by one thread, no reduction split by thread. */
 int qkv__par_threads(double work);
 
 /* Cores of this machine that other processes left idle over the last fraction of a second (the machine's busy
