@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/par.h"
 #include "ops/gemm_packed.h"
 #include "test.h"
 
@@ -100,9 +101,12 @@ static void rows_alone_on(qkv_isa isa) {
         same &= !memcmp(part, all + 5 * N, sizeof(float) * 13 * (size_t)N);
         CHECKF(same, "%s: a row's result depends on the rows beside it", qkv_cpu_isa_name(isa));
         qkv_threads_set(2);
+        qkv__par_set_cores_free(2); /* threaded even on a machine whose other core is busy */
+        CHECK(qkv__par_gemm_work(M, N, K) >= QKV__PAR_MIN); /* large enough to be split at all */
         qkv__pack_gemm(p, M, x, K, part, N, false);
         CHECKF(!memcmp(part, all, sizeof(float) * (size_t)(M * N)), "%s: 2 threads differ from 1",
                qkv_cpu_isa_name(isa));
+        qkv__par_set_cores_free(0);
         qkv_threads_set(threads);
     }
     qkv__pack_free(p);

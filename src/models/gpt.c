@@ -9,7 +9,9 @@
 
 #include "core/internal.h"
 #include "core/isa.h"
+#include "core/par.h"
 #include "ops/gemm_packed.h"
+#include "ops/gemv.h"
 #include "qkv/gpt.h"
 #include "qkv/ops.h"
 #include "qkv/schema.h"
@@ -249,42 +251,14 @@ void qkv_gpt_decoder_free(qkv_gpt_decoder *d) {
 void qkv_gpt_decoder_reset(qkv_gpt_decoder *d) { d->pos = 0; }
 int64_t qkv_gpt_decoder_pos(const qkv_gpt_decoder *d) { return d->pos; }
 
-/* The decoder's own loops (GEMV, attention) are compiled per instruction set (core/isa.h). Each sum is written as
- * separate multiplies and adds in a fixed order, and clang is told not to fuse them (GCC does not in ISO C), so
- * every path computes the bits of the portable one. */
+/* The decoder's attention loop is compiled per instruction set (core/isa.h). Each sum is written as separate
+ * multiplies and adds in a fixed order, and clang is told not to fuse them (GCC does not in ISO C), so every path
+ * computes the bits of the portable one. */
 #if defined(__clang__)
 #define NO_CONTRACT _Pragma("clang fp contract(off)")
 #else
 #define NO_CONTRACT
 #endif
-
-/* One output of a GEMV: W's row . x, with 32 independent partial sums so the loop runs at load speed. */
-QKV_KERNEL_BODY float row_dot(const float *restrict w, const float *restrict x, int64_t in) {
-    NO_CONTRACT
-    float acc[32] = {0};
-    int64_t k = 0;
-    for (; k + 32 <= in; k += 32)
-        for (int j = 0; j < 32; j++) acc[j] += w[k + j] * x[k + j];
-    float s = 0.0f;
-    for (int j = 0; j < 32; j++) s += acc[j];
-    for (; k < in; k++) s += w[k] * x[k];
-    return s;
-}
-
-/* Outputs [lo, hi) of y [M, out] = x [M, in] W^T (+ b), flattened: output i is row i / out of x against row
- * i % out of W. */
-QKV_KERNEL_BODY void gemv_range_body(const float *restrict W, const float *restrict x, int64_t in, int64_t out,
-                                     const float *restrict b, int64_t lo, int64_t hi, float *restrict y) {
-    for (int64_t i = lo; i < hi; i++) {
-        int64_t r = i / out, o = i % out;
-        float s = row_dot(W + o * in, x + r * in, in);
-        y[i] = b ? b[o] + s : s;
-    }
-}
-QKV_ISA_KERNEL_VOID(gemv_range,
-                    (const float *restrict W, const float *restrict x, int64_t in, int64_t out,
-                     const float *restrict b, int64_t lo, int64_t hi, float *restrict y),
-                    (W, x, in, out, b, lo, hi, y))
 
 /* y [M, out] = x [M, in] W^T (+ bias), for M = n positions of Bn rows each (position-major). Every row is computed
  * exactly as a step of Bn rows computes it, so that feeding n positions at once gives the bits of n steps:
@@ -292,8 +266,8 @@ QKV_ISA_KERNEL_VOID(gemv_range,
  *    whatever M is. One row probes with M = 1, as its steps do: a pack an earlier, wider batch made stays in use,
  *    none is made for a batch of one;
  *  - a batch of one without a pack is a GEMV per row: reading every weight once per token is bound by memory
- *    bandwidth, so our own GEMV splits the outputs over the threads in one OpenMP region (OpenBLAS's threaded sgemv
- *    spent most of its time in the thread pool's spin-waits at these sizes);
+ *    bandwidth, so our own GEMV (ops/gemv.h) splits the outputs over as many threads as its work is worth
+ *    (OpenBLAS's threaded sgemv spent most of its time in the thread pool's spin-waits at these sizes);
  *  - BLAS (more rows than the packed path takes, or no memory for a pack) gets one position's Bn rows a call. */
 static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const qkv_tensor *w, const qkv_tensor *bias,
                   float *y) {
@@ -310,10 +284,7 @@ static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const q
         return;
     }
     if (Bn == 1) {
-        int64_t total = M * out, chunks = (total + 63) / 64;
-#pragma omp parallel for schedule(static) if (total * in >= (1 << 15))
-        for (int64_t ch = 0; ch < chunks; ch++)
-            gemv_range(W, x, in, out, b, ch * 64, (ch + 1) * 64 < total ? (ch + 1) * 64 : total, y);
+        qkv__gemv_xwt(M, out, in, x, W, b, y);
         return;
     }
     for (int64_t r = 0; r < M; r += Bn)
@@ -415,8 +386,11 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
     float scale = 1.0f / sqrtf((float)dh);
     int64_t items = (int64_t)Bn * H; /* (row, head) pairs: one cache block each */
     size_t block = d->block, layer = (size_t)d->cap * (size_t)H * block, P = block / (size_t)dh;
-    /* below this many multiply-adds of attention, one thread */
-    bool par = items > 1 && (double)items * (double)n * (double)(pos + n) * (double)dh >= (double)(1 << 16);
+    /* Scores and weighted values: 2 n (pos + n) dh multiply-adds per (row, head), over keys and values read from the
+     * cache once. Each (row, head) is computed whole by one thread. */
+    int nth = items > 1 ? qkv__par_threads((double)items * 2.0 * ((double)n + QKV__PAR_STREAM) * (double)(pos + n) *
+                                           (double)dh)
+                        : 1;
     for (int l = 0; l < c->n_layers; l++) {
         const qkv_gpt_block *blk = &m->h[l];
         qkv_tensor *h = qkv_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, c->ln_eps);
@@ -430,7 +404,7 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
                 put_key(kl + (size_t)i * block, pos + t, dh, row + D + hd * dh);
                 memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
             }
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
         for (int64_t i = 0; i < items; i++) {
             int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {

@@ -20,6 +20,7 @@
 #include "core/isa.h"
 #include "nn/rnn_op.h"
 #include "ops/gemm_packed.h"
+#include "ops/gemv.h"
 #include "ops/fast_exp.h"
 
 typedef struct {
@@ -275,9 +276,13 @@ static void direction_forward(const qkv_ctx *ctx, const rnn_saved *s, int d, con
             else
                 memset(hp + b * G, 0, (size_t)G * sizeof(float));
         }
-        if (!qkv__gemm_xwt(ctx, B, G, H, hprev, H, whh, hp, G, true))
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)G, (int)H, 1.0f, hprev, (int)H, whh,
-                        (int)H, 1.0f, hp, (int)G);
+        if (!qkv__gemm_xwt(ctx, B, G, H, hprev, H, whh, hp, G, true)) {
+            if (B == 1 && qkv__ctx_packs(ctx)) /* a decoding step's single row: gemv.h says why not BLAS */
+                qkv__gemv_xwt(1, G, H, hprev, whh, bhh, hp);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)G, (int)H, 1.0f, hprev, (int)H,
+                            whh, (int)H, 1.0f, hp, (int)G);
+        }
 #pragma omp parallel for schedule(static) if (B * G >= PAR_MIN)
         for (int64_t b = 0; b < B; b++) {
             float *orow = out + (b * T + t) * OW + d * H;

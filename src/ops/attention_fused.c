@@ -31,6 +31,7 @@
 
 #include "core/internal.h"
 #include "core/isa.h"
+#include "core/par.h"
 #include "ops/attention_fused.h"
 #include "ops/fast_exp.h"
 
@@ -554,13 +555,11 @@ static void fwd_one(const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k, 
     if (lse) lse[bh] = l > 0 ? mx + log2f(l) : INFINITY;
 }
 
-/* Below this many multiply-adds a one-query call runs on one thread (waking the team costs more). */
-#define ONE_PARALLEL_WORK (1 << 18)
-
 static qkv_status fwd_one_all(qkv_ctx *ctx, const sdpa_plan *p, const sdpa_rows *q, const sdpa_rows *k,
                               const sdpa_rows *v, float *out, float *lse) {
     const int64_t BH = p->B * p->H, per = one_scratch(p->Tk, p->Dv);
-    const int nth = BH * p->Tk * (p->D + p->Dv) >= ONE_PARALLEL_WORK ? max_threads() : 1;
+    /* each (batch, head) computed whole by one thread, over keys and values read once */
+    const int nth = qkv__par_threads((1.0 + QKV__PAR_STREAM) * (double)BH * (double)p->Tk * (double)(p->D + p->Dv));
     float *ws = qkv_ctx_alloc(ctx, (size_t)(nth * per) * sizeof(float));
     if (!ws) return qkv_last_status();
     if (nth == 1) {

@@ -18,6 +18,7 @@
 
 #include "core/internal.h"
 #include "core/isa.h"
+#include "core/par.h"
 #include "ops/gemm_packed.h"
 
 #if QKV_X86_KERNELS
@@ -53,7 +54,6 @@
 
 #define NR 16
 #define MR_MAX 8
-#define PAR_MIN_FLOPS (1 << 20) /* below this many multiply-adds one thread does the whole product */
 
 struct qkv__pack {
     int64_t n, k, panels;
@@ -213,8 +213,8 @@ static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ld
     }
 #endif
     int64_t N = p->n, K = p->k, panels = p->panels, gw = tile2 ? 2 : 1, groups = (panels + gw - 1) / gw;
-    bool par = (double)M * (double)N * (double)K >= PAR_MIN_FLOPS;
-#pragma omp parallel for schedule(static) if (par)
+    int nth = qkv__par_threads(qkv__par_gemm_work(M, N, K)); /* panels are split whole: any count, the same bits */
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t g = 0; g < groups; g++) {
         int64_t q0 = g * gw, np = panels - q0 < gw ? panels - q0 : gw;
         const float *P = p->p + q0 * K * NR;

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/par.h"
 #include "ops/gemm_packed.h"
+#include "ops/gemv.h"
 #include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
@@ -321,12 +323,19 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
     float *yp = y->data;
     if (bias) {
         const float *bp = bias->data;
-#pragma omp parallel for schedule(static) if (R * out > (1 << 18)) /* a decoding step stays on its thread */
+        int nth = qkv__par_threads((double)R * (double)out * 2.0 * QKV__PAR_STREAM); /* written: read in, then out */
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
         for (int64_t r = 0; r < R; r++) memcpy(yp + r * out, bp, (size_t)out * sizeof(float));
     }
-    /* A decoding step's few rows by a weight its state packed (gemm_packed.h); everything else goes to BLAS. */
-    if (R > 0 && out > 0 && !(w_own && qkv__gemm_xwt(ctx, R, out, in, x->data, in, w_own, yp, out, bias != NULL)))
-        gemm_one(R, out, in, 1.0f, x->data, false, in, w->data, true, in, bias ? 1.0f : 0.0f, yp, out);
+    /* A decoding step's few rows by a weight its state packed (gemm_packed.h), or its single row by our GEMV
+     * (gemv.h), whose threads follow the work and the idle cores: OpenBLAS would spread a 1 x 8000 x 256 product
+     * over every thread. Everything else goes to BLAS. */
+    if (R > 0 && out > 0 && !(w_own && qkv__gemm_xwt(ctx, R, out, in, x->data, in, w_own, yp, out, bias != NULL))) {
+        if (R == 1 && qkv__ctx_packs(ctx))
+            qkv__gemv_xwt(1, out, in, x->data, w->data, bias ? bias->data : NULL, yp);
+        else
+            gemm_one(R, out, in, 1.0f, x->data, false, in, w->data, true, in, bias ? 1.0f : 0.0f, yp, out);
+    }
     qkv_tensor *ins[3] = {x, w, bias};
     qkv_node *n = qkv_record(ctx, y, "linear", linear_backward, bias ? 3 : 2, ins);
     if (n) {

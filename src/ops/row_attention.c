@@ -3,12 +3,10 @@
 #include <string.h>
 
 #include "core/isa.h"
+#include "core/par.h"
 #include "ops/fast_exp.h"
 #include "ops/row_attention.h"
 #include "ops/row_sum.h"
-
-/* Multiply-adds below which the rows run on the calling thread. */
-#define PAR_MIN (1 << 18)
 
 /* a . b in 16 lanes combined pairwise (the order depends on n only). */
 QKV_KERNEL_BODY float dot_body(const float *restrict a, const float *restrict b, int64_t n) {
@@ -55,7 +53,9 @@ QKV_ISA_KERNEL_VOID(row_one,
 void qkv__row_attention(const float *q, int64_t R, int64_t D, const int32_t *src_of, const float *keys,
                         const float *values, int64_t Dv, const float *pad, int64_t S, float scale, float *out,
                         float *w) {
-#pragma omp parallel for schedule(static) if ((double)R * (double)S * (double)(D + Dv) >= PAR_MIN)
+    /* scores and weighted values over keys and values read from memory once; every row computed whole by one thread */
+    int nth = qkv__par_threads((1.0 + QKV__PAR_STREAM) * (double)R * (double)S * (double)(D + Dv));
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t r = 0; r < R; r++) {
         const int64_t s = src_of[r];
         row_one(q + r * D, D, keys + s * S * D, values + s * S * Dv, Dv, pad ? pad + s * S : NULL, S, scale,
