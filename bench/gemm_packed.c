@@ -20,6 +20,30 @@
 #if QKV_X86_KERNELS
 #include <immintrin.h>
 #endif
+/* The peak loops per path, as src/ops/gemm_packed.c does: target attributes in a portable build; in a native one
+ * (everything compiled for this CPU already) none, and only the paths the compiler targets. */
+#if QKV_X86_KERNELS && !defined(QKV_NATIVE_BUILD)
+#define PEAK512 1
+#define PEAK2 1
+#define T512 QKV_TARGET_AVX512
+#define T2 QKV_TARGET_AVX2
+#elif QKV_X86_KERNELS
+#if defined(__AVX512F__)
+#define PEAK512 1
+#else
+#define PEAK512 0
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define PEAK2 1
+#else
+#define PEAK2 0
+#endif
+#define T512
+#define T2
+#else
+#define PEAK512 0
+#define PEAK2 0
+#endif
 
 static double cpu_seconds(void) {
     struct timespec t;
@@ -29,9 +53,9 @@ static double cpu_seconds(void) {
 
 #define PEAK_ITERS 20000000L
 static volatile float sink; /* keeps the peak loops from being optimised away */
-#if QKV_X86_KERNELS
+#if PEAK512
 /* 12 independent FMA chains per iteration: more than latency x ports, so the ports never wait. */
-static QKV_TARGET_AVX512 double peak_avx512(void) {
+static T512 double peak_avx512(void) {
     __m512 a[12], m = _mm512_set1_ps(0.999999f), s = _mm512_set1_ps(1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
     double t0 = cpu_seconds();
@@ -41,8 +65,10 @@ static QKV_TARGET_AVX512 double peak_avx512(void) {
     for (int i = 0; i < 12; i++) sink += _mm512_reduce_add_ps(a[i]);
     return 2.0 * 16 * 12 * (double)PEAK_ITERS / t * 1e-9;
 }
+#endif
 
-static QKV_TARGET_AVX2 double peak_avx2(void) {
+#if PEAK2
+static T2 double peak_avx2(void) {
     __m256 a[12], m = _mm256_set1_ps(0.999999f), s = _mm256_set1_ps(1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
     double t0 = cpu_seconds();
@@ -89,8 +115,10 @@ int main(int argc, char **argv) {
     for (int i = QKV_ISA_GENERIC; i <= QKV_ISA_AVX512; i++) {
         if (!qkv_cpu_supports((qkv_isa)i) || qkv_cpu_set_isa((qkv_isa)i) != QKV_OK) continue;
         double peak = 0, per_cycle = 0;
-#if QKV_X86_KERNELS
+#if PEAK512
         if (i == QKV_ISA_AVX512) peak = peak_avx512(), per_cycle = 64;
+#endif
+#if PEAK2
         if (i == QKV_ISA_AVX2) peak = peak_avx2(), per_cycle = 32;
 #endif
         double gf = 0;

@@ -3,7 +3,7 @@
  * W [N, K] is stored as panels of NR = 16 of its rows, each panel k-major ([K][16], zero past row N), 64-byte
  * aligned: step k of a panel is one 16-float vector, so the kernel broadcasts x[i][k] and does one FMA per row and
  * vector. A tile is MR rows of x against a group of panels with its accumulators in registers (AVX-512: 8 rows x
- * two panels, 16 zmm; AVX2: 4 rows x one panel, 8 ymm; portable C: 4 rows x one panel). The loop runs groups
+ * three panels, 24 zmm; AVX2: 4 rows x one panel, 8 ymm; portable C: 4 rows x one panel). The loop runs groups
  * outside and row tiles inside, so a group stays in L1 while every row tile passes over it and x stays in L2. Where
  * a group is longer than GP_BLOCK_BYTES (K large), K is cut into equal blocks, each run over all row tiles before
  * the next, the accumulators parked in a scratch tile in between. While a group computes, its tiles prefetch the
@@ -178,16 +178,17 @@ static GP_T2 void tile_avx2(const gp_group *g, const float *const *xr, float *co
         c[7] = _mm256_fmadd_ps(a, b1, c[7]);
         if (pf_lines) GP_PREFETCH(pf, owed, pf_lines, steps);
     }
-    if (!last) {
-        for (int i = 0; i < 8; i++) _mm256_storeu_ps(part + i * 8, c[i]);
-        return;
-    }
+    /* The accumulators leave through memory with constant indices (a row loop over c[] itself would keep c in
+     * memory during the k loop). */
+    float t[4 * NR] __attribute__((aligned(32)));
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps((last ? t : part) + i * 8, c[i]);
+    if (!last) return;
     int64_t n = g->ncols;
     __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), lane);
     __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? n - 8 : 0)), lane);
     for (int i = 0; i < rows; i++) {
-        __m256 v0 = c[2 * i], v1 = c[2 * i + 1];
+        __m256 v0 = _mm256_load_ps(t + i * NR), v1 = _mm256_load_ps(t + i * NR + 8);
         if (n == NR) {
             if (g->accumulate) {
                 v0 = _mm256_add_ps(_mm256_loadu_ps(yr[i]), v0);
@@ -228,7 +229,7 @@ static GP_T2 void group_avx2(const gp_group *g) {
 
 #if GP_HAVE_AVX512
 /* Panels an AVX-512 group takes at once: 8 rows x GP512_PANELS zmm accumulators. */
-#define GP512_PANELS 2
+#define GP512_PANELS 3
 
 /* AVX-512: 8 rows x np panels (np zmm per row: up to 8 x GP512_PANELS accumulators; per k, np weight loads and 8
  * broadcasts for 8 np FMAs). k runs [k0, k1); the accumulators start at zero (first) or from part, and end in part
