@@ -3,9 +3,11 @@
  * streaming callback and context limit, and KV-cached greedy generation equal to argmax over full forwards. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode/decode_internal.h"
+#include "ops/log_softmax_rows.h"
 #include "qkv/decode.h"
 #include "qkv/gpt.h"
 #include "test.h"
@@ -169,6 +171,56 @@ TEST(greedy_pick_edges) {
     CHECKF(bad == 0, "%d of %d greedy picks differ from the plain scan", bad, cases);
 }
 
+/* Greedy from raw logits and their log_softmax shift (what batched greedy decoding of a GPT does) picks the token and
+ * the log-probability bits that normalising the row and picking give, including where rounding makes logits that
+ * differ equal once normalised (the first of them wins, not the largest logit), where the best is BOS or padding,
+ * and rows of -inf or with NaN. */
+TEST(greedy_from_logits_equals_normalised) {
+    qkv_decode_opts o = qkv_decode_defaults();
+    enum { VMAX = 8000 };
+    float *x = malloc(sizeof(float) * VMAX), *a = malloc(sizeof(float) * VMAX), *b = malloc(sizeof(float) * VMAX);
+    float *c2 = malloc(sizeof(float) * VMAX);
+    qkv_rng r;
+    qkv_rng_init(&r, 7);
+    int bad = 0, cases = 0, oop_differs = 0;
+    static const int Vs[] = {1, 3, 17, 53, VMAX};
+    for (size_t vi = 0; x && a && b && c2 && vi < sizeof Vs / sizeof *Vs; vi++)
+        for (int c = 0; c < 7; c++) {
+            int V = Vs[vi];
+            for (int v = 0; v < V; v++) x[v] = 8.0f * qkv_rng_uniform(&r) - 4.0f;
+            if (c == 1) /* all but two equal: 1e-7 apart, the later one larger, equal after subtracting log(V) */
+                for (int v = 0; v < V; v++) x[v] = v == V / 3 ? 1e-7f : v == V / 2 ? 2e-7f : 0.0f;
+            if (c == 2 && V > o.bos) x[o.bos] = 50.0f; /* the best is BOS */
+            if (c == 3) x[o.pad] = 50.0f; /* the best is padding */
+            if (c == 4)
+                for (int v = 0; v < V; v++) x[v] = -INFINITY;
+            if (c == 5) x[V / 2] = NAN;
+            if (c == 6 && V > 2) x[V - 1] = x[V - 2] = 60.0f; /* a tie past the 16-token blocks */
+            memcpy(a, x, sizeof(float) * (size_t)V);
+            memcpy(b, x, sizeof(float) * (size_t)V);
+            qkv__log_softmax_rows_inplace(a, 1, V);
+            qkv__log_softmax_rows(c2, x, 1, V); /* what a seq2seq step returns: the same bits */
+            oop_differs += memcmp(a, c2, sizeof(float) * (size_t)V) != 0;
+            int want = qkv__decode_pick_greedy(a, V, &o, NULL);
+            float shift, mx, got_lp = 0;
+            qkv__log_softmax_rows_shift(x, 1, V, &shift, &mx);
+            int got = qkv__decode_pick_greedy_shifted(b, V, shift, mx, &o, &got_lp);
+            cases++;
+            if (got != want || (want >= 0 && memcmp(&got_lp, &a[want], sizeof got_lp))) {
+                bad++;
+                printf("  V=%d case %d: picked %d (lp %.9g), want %d (lp %.9g)\n", V, c, got, (double)got_lp, want,
+                       want >= 0 ? (double)a[want] : 0.0);
+            }
+        }
+    CHECK(x && a && b && c2);
+    CHECKF(bad == 0, "%d of %d greedy picks from logits differ from picks from log-probabilities", bad, cases);
+    CHECKF(oop_differs == 0, "%d of %d rows: in-place log_softmax differs from the out-of-place one", oop_differs, cases);
+    free(c2);
+    free(x);
+    free(a);
+    free(b);
+}
+
 TEST(bad_options) {
     qkv_sample_opts o = opts(-1, 0, 1, 1);
     CHECK(qkv_sampler_new(5, &o, 0) == NULL && strstr(qkv_last_error(), "temperature"));
@@ -322,6 +374,7 @@ int main(void) {
     RUN(repetition_penalty);
     RUN(seed_reproduces_and_distribution_matches);
     RUN(greedy_pick_edges);
+    RUN(greedy_from_logits_equals_normalised);
     RUN(bad_options);
     RUN(greedy_generation_equals_full_forward_argmax);
     RUN(stop_tokens_callback_and_limits);

@@ -77,6 +77,7 @@ static void sizes_on(qkv_isa isa) {
         for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
             for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) one_size(isa, Ms[a], Ns[b], Ks[c], (a + b + c) % 2);
     one_size(isa, 64, 1000, 256, true); /* large enough for the threaded loop */
+    one_size(isa, 9, 40, 700, false);   /* K in several blocks on every vector path */
 }
 
 TEST(packed_matches_blas_on_every_path) { each_isa(sizes_on); }
@@ -117,6 +118,42 @@ static void rows_alone_on(qkv_isa isa) {
 }
 
 TEST(rows_do_not_depend_on_their_batch) { each_isa(rows_alone_on); }
+
+/* On the vector paths every output is one FMA chain over k = 0..K-1 in order from zero (y += it when accumulating),
+ * whatever the k-blocking and the tile: the bits of fmaf applied in a loop. */
+static void chain_on(qkv_isa isa) {
+    if (isa == QKV_ISA_GENERIC) return; /* portable C: a * b + c, rounded twice */
+    static const int64_t sizes[][3] = {{8, 32, 256}, {13, 47, 700}, {3, 17, 1000}, {64, 40, 129}};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        float *W = rand_buf(51 + s, (size_t)(N * K)), *x = rand_buf(61 + s, (size_t)(M * K));
+        float *y = rand_buf(71 + s, (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));
+        qkv__pack *p = qkv__pack_new(W, N, K);
+        CHECK(W && x && y && y0 && p);
+        if (W && x && y && y0 && p) {
+            memcpy(y0, y, sizeof(float) * (size_t)(M * N));
+            bool acc = s % 2 == 1;
+            qkv__pack_gemm(p, M, x, K, y, N, acc);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    float c = 0.0f;
+                    for (int64_t k = 0; k < K; k++) c = fmaf(x[i * K + k], W[j * K + k], c);
+                    float want = acc ? y0[i * N + j] + c : c;
+                    bad += memcmp(&want, &y[i * N + j], sizeof want) != 0;
+                }
+            CHECKF(bad == 0, "%s M %lld N %lld K %lld: %lld outputs are not the in-order FMA chain",
+                   qkv_cpu_isa_name(isa), (long long)M, (long long)N, (long long)K, (long long)bad);
+        }
+        qkv__pack_free(p);
+        free(W);
+        free(x);
+        free(y);
+        free(y0);
+    }
+}
+
+TEST(vector_paths_sum_k_in_order) { each_isa(chain_on); }
 
 /* Beyond one block of rows (a beam over many sentences) the product runs block by block: every row still gets the
  * bits it gets alone, including the rows either side of a block boundary. */
@@ -240,6 +277,7 @@ done:
 int main(void) {
     RUN(packed_matches_blas_on_every_path);
     RUN(rows_do_not_depend_on_their_batch);
+    RUN(vector_paths_sum_k_in_order);
     RUN(row_blocks_keep_each_row_alone);
     RUN(context_packs_only_allowed_weights);
     RUN(pack_cache_shares_packs_between_states);

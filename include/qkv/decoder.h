@@ -80,6 +80,11 @@ typedef struct qkv_decoder_ops {
      * next batch of prompts then reuses its memory (caches, packed weights) instead of allocating and faulting it in
      * again; what a restarted state computes is what a fresh one computes. */
     qkv_status (*restart)(qkv_decoder_state *st, int n_rows);
+    /* Optional (NULL: not offered), for a model whose step() returns log-probabilities (info.log_probs): step() with
+     * the raw logits in scores instead, the rows those log-probabilities are the log_softmax of (bit for bit as
+     * step() would normalise them). Greedy decoding reads of each row only its best token and that token's
+     * log-probability, so it normalises nothing but the row's shift. */
+    qkv_status (*step_logits)(qkv_decoder_state *st, const int32_t *tokens, float *scores, float *attn);
 } qkv_decoder_ops;
 
 /* A model's decoder as one value: the type's table, the model it decodes, and its info. */

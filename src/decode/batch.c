@@ -8,6 +8,7 @@
 #include "decode_internal.h"
 #include "core/arena.h"
 #include "ops/gemm_packed.h"
+#include "ops/log_softmax_rows.h"
 #include "qkv/decode_batch.h"
 
 qkv_batch_opts qkv_batch_defaults(void) {
@@ -85,10 +86,18 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     /* Repetition rules: a row's history is its track (after its prompt, when the scope counts a prompt). */
     bool constrained = decode_constrained(o), prompt = o->repeat_scope == QKV_REPEAT_ALL && qkv__decode_prompted(d);
     uint8_t *seen = constrained ? calloc((size_t)V, 1) : NULL;
+    /* Greedy with no rule to apply needs of each row only its best token and that token's log-probability: from raw
+     * logits (the model's step, or its step_logits when its step normalises), the rows' log_softmax shifts and no
+     * normalised rows (decode_internal.h). */
+    qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
+        d->info.log_probs ? d->ops->step_logits : d->ops->step;
+    bool fused = pick == qkv__decode_pick_greedy && !constrained && raw_step;
+    float *shift = fused ? malloc(sizeof(float) * 2 * (size_t)R) : NULL, *mx = shift ? shift + R : NULL;
     qkv_hyps hs = {0};
     qkv_decoder_state *st = NULL;
     if (status) goto done;
-    if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn) || (constrained && !seen)) {
+    if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn) || (constrained && !seen) ||
+        (fused && !shift)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
@@ -109,7 +118,11 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
         row[r] = r;
     }
     while (alive > 0) {
-        if ((status = qkv__decode_step(d, st, tokens, lp, attn, alive))) goto done;
+        if (fused) {
+            if ((status = raw_step(st, tokens, lp, attn))) goto done;
+            qkv__log_softmax_rows_shift(lp, alive, V, shift, mx);
+        } else if ((status = qkv__decode_step(d, st, tokens, lp, attn, alive)))
+            goto done;
         int kept = 0;
         for (int r = 0; r < alive; r++) {
             int k = row[r], i = k / rows_per_item;
@@ -119,7 +132,9 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
                                     .gen = t->tok, .n_gen = t->len};
                 qkv__decode_constrain(o, &h, lp + (int64_t)r * V, V, seen);
             }
-            int v = pick(lp + (int64_t)r * V, V, o, rngs ? &rngs[k] : NULL);
+            float lpv = 0;
+            int v = fused ? qkv__decode_pick_greedy_shifted(lp + (int64_t)r * V, V, shift[r], mx[r], o, &lpv)
+                          : pick(lp + (int64_t)r * V, V, o, rngs ? &rngs[k] : NULL);
             if (v < 0) {
                 status = qkv_error_set(QKV_ERR_INVALID, "decode: every token is banned");
                 goto done;
@@ -129,7 +144,7 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
                 memcpy(t->attn + (int64_t)t->len * items[i].len, attn + (int64_t)r * p.S,
                        sizeof(float) * (size_t)items[i].len);
             t->len++;
-            t->logprob += lp[(int64_t)r * V + v];
+            t->logprob += fused ? lpv : lp[(int64_t)r * V + v];
             t->done = v == o->eos;
             if (!t->done && t->len < items[i].max_len) {
                 tokens[kept] = v;
@@ -166,6 +181,7 @@ done:
     free(lp);
     free(attn);
     free(seen);
+    free(shift);
     padded_free(&p);
     return status;
 }

@@ -111,6 +111,27 @@ int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o
     return best;
 }
 
+int qkv__decode_pick_greedy_shifted(float *x, int64_t V, float shift, float mx, const qkv_decode_opts *o, float *lp) {
+    /* x - shift only rounds, never reorders: the normalised row's maximum is mx - shift, and the tokens holding it
+     * are those whose x - shift equals it. */
+    float top = mx - shift;
+    if (top > -INFINITY)
+        for (int64_t k0 = 0; k0 < V; k0 += 16) { /* 16 at a time: a compare the compiler vectorises */
+            int64_t n = V - k0 < 16 ? V - k0 : 16;
+            bool hit = false;
+            for (int64_t l = 0; l < n; l++) hit |= x[k0 + l] - shift == top;
+            for (int v = (int)k0; hit && v < k0 + n; v++)
+                if (x[v] - shift == top && decode_allowed(o, v)) {
+                    *lp = top;
+                    return v;
+                }
+        }
+    for (int64_t k = 0; k < V; k++) x[k] -= shift;
+    int v = qkv__decode_pick_greedy(x, V, o, NULL);
+    *lp = v >= 0 ? x[v] : -INFINITY;
+    return v;
+}
+
 int qkv__decode_pick_sample(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng) {
     double mx = -INFINITY, sum = 0;
     for (int v = 0; v < V; v++)

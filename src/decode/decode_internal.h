@@ -51,6 +51,11 @@ static inline bool decode_allowed(const qkv_decode_opts *o, int v) { return v !=
 typedef int (*decode_pick_fn)(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
 int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
 int qkv__decode_pick_sample(const float *lp, int64_t V, const qkv_decode_opts *o, qkv_rng *rng);
+/* Greedy on a row of raw logits x[V] whose log-probabilities are x - shift (qkv__log_softmax_rows_shift; mx: the
+ * row's max): the token qkv__decode_pick_greedy picks from the normalised row and, in *lp, its log-probability, the
+ * same bits, without normalising the row (only where the best token is not allowed, or the row has no finite best,
+ * is x normalised in place and the ordinary pick run). */
+int qkv__decode_pick_greedy_shifted(float *x, int64_t V, float shift, float mx, const qkv_decode_opts *o, float *lp);
 
 /* A hypothesis being built: tokens and attention rows (S source positions each) for up to max_len steps. */
 typedef struct decode_track {

@@ -169,6 +169,7 @@ typedef struct lstm_state {
     qkv_tensor *full[4 + 2 * QKV_RNN_MAX_LAYERS]; /* what each tensor above views the first rows of, in slot order */
     int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
     qkv__packs *packs;           /* the step's weights, packed on first use by several rows (ops/gemm_packed.h) */
+    bool raw;                    /* the step returns raw logits (lstm_step_logits) */
 } lstm_state;
 
 /* The state's per-row tensors as slots: (henc, pad,) feed, then h and c of each layer. */
@@ -319,9 +320,20 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     }
     qkv_status rc = qkv_tensor_copy(s->feed, ht);
     if (rc) return rc;
-    qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
+    if (s->raw)
+        memcpy(logprobs, logits->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
+    else
+        qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
     if (attn) memcpy(attn, qkv_contiguous(w, a)->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
     return QKV_OK;
+}
+
+static qkv_status lstm_step_logits(qkv_decoder_state *st, const int32_t *tokens, float *logits, float *attn) {
+    lstm_state *s = (lstm_state *)st;
+    s->raw = true;
+    qkv_status rc = lstm_step(st, tokens, logits, attn);
+    s->raw = false;
+    return rc;
 }
 
 static qkv_status lstm_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
@@ -347,7 +359,8 @@ static void lstm_info(const qkv_model *model, qkv_decoder_info *out) {
 }
 
 static const qkv_decoder_ops lstm_decoder_ops = {
-    .info = lstm_info, .start = lstm_start, .step = lstm_step, .reorder = lstm_reorder, .free = lstm_free};
+    .info = lstm_info, .start = lstm_start, .step = lstm_step, .reorder = lstm_reorder, .free = lstm_free,
+    .step_logits = lstm_step_logits};
 
 qkv_decoder qkv_lstm_s2s_decoder(const qkv_lstm_s2s *m) {
     qkv_decoder d = {.ops = &lstm_decoder_ops, .model = (const qkv_model *)m};

@@ -24,6 +24,7 @@ typedef struct s2s_kv_state {
     qkv_tensor *ck[QKV_NN_MAX_LAYERS], *cv[QKV_NN_MAX_LAYERS]; /* cross-attention keys / values [n_src, H, S, dk] */
     qkv_tensor *full[S2S_SLOTS]; /* what each cache above views the first rows of, in slot order */
     int32_t *src_of, *src_tmp;   /* [cap]: the source of each row; scratch */
+    bool raw;                    /* emit copies the logits instead of their log_softmax (a model's step_logits) */
 } s2s_kv_state;
 
 /* Contexts and the row -> source map of n_src sources with rows_per_src rows each; `who` names the model in
@@ -49,8 +50,9 @@ qkv_tensor *qkv__s2s_state_cross(s2s_kv_state *s, int l, qkv_tensor *q, float sc
 /* Beam search's reorder: row i becomes old row from[i], for n_rows rows. */
 qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_rows);
 
-/* The end of a decoding step: log_softmax of logits [rows, vocab] into logprobs, the head-mean of the last layer's
- * cross-attention weights cw [rows, H, 1, S] into attn (when asked), and one more step cached. */
+/* The end of a decoding step: log_softmax of logits [rows, vocab] into logprobs (the logits themselves when raw),
+ * the head-mean of the last layer's cross-attention weights cw [rows, H, 1, S] into attn (when asked), and one more
+ * step cached. */
 qkv_status qkv__s2s_state_emit(s2s_kv_state *s, qkv_ctx *w, qkv_tensor *logits, qkv_tensor *cw, float *logprobs,
                                float *attn);
 

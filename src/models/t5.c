@@ -364,6 +364,14 @@ static qkv_status t5_step(qkv_decoder_state *st, const int32_t *tokens, float *l
     return qkv__s2s_state_emit(&s->kv, w, project(w, m, qkv_rms_norm(w, x, m->dec_norm, T5_EPS)), cw, logprobs, attn);
 }
 
+static qkv_status t5_step_logits(qkv_decoder_state *st, const int32_t *tokens, float *logits, float *attn) {
+    t5_state *s = (t5_state *)st;
+    s->kv.raw = true;
+    qkv_status rc = t5_step(st, tokens, logits, attn);
+    s->kv.raw = false;
+    return rc;
+}
+
 static qkv_status t5_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
     return qkv__s2s_state_reorder(&((t5_state *)st)->kv, from, n_rows);
 }
@@ -375,7 +383,8 @@ static void t5_decoder_info(const qkv_model *model, qkv_decoder_info *out) {
 }
 
 static const qkv_decoder_ops t5_decoder_ops = {
-    .info = t5_decoder_info, .start = t5_start, .step = t5_step, .reorder = t5_reorder, .free = t5_free_state};
+    .info = t5_decoder_info, .start = t5_start, .step = t5_step, .reorder = t5_reorder, .free = t5_free_state,
+    .step_logits = t5_step_logits};
 
 /* ---- the model type ---- */
 

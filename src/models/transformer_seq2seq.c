@@ -244,6 +244,14 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
     return qkv__s2s_state_emit(&s->kv, w, qkv_nn_linear_forward(w, &m->gen, x), cw, logprobs, attn);
 }
 
+static qkv_status tf_step_logits(qkv_decoder_state *st, const int32_t *tokens, float *logits, float *attn) {
+    tf_state *s = (tf_state *)st;
+    s->kv.raw = true;
+    qkv_status rc = tf_step(st, tokens, logits, attn);
+    s->kv.raw = false;
+    return rc;
+}
+
 static qkv_status tf_reorder(qkv_decoder_state *st, const int32_t *from, int n_rows) {
     return qkv__s2s_state_reorder(&((tf_state *)st)->kv, from, n_rows);
 }
@@ -255,7 +263,8 @@ static void tf_info(const qkv_model *model, qkv_decoder_info *out) {
 }
 
 static const qkv_decoder_ops tf_decoder_ops = {
-    .info = tf_info, .start = tf_start, .step = tf_step, .reorder = tf_reorder, .free = tf_free};
+    .info = tf_info, .start = tf_start, .step = tf_step, .reorder = tf_reorder, .free = tf_free,
+    .step_logits = tf_step_logits};
 
 qkv_decoder qkv_tf_s2s_decoder(const qkv_tf_s2s *m) {
     qkv_decoder d = {.ops = &tf_decoder_ops, .model = (const qkv_model *)m};

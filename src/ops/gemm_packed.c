@@ -2,19 +2,28 @@
  *
  * W [N, K] is stored as panels of NR = 16 of its rows, each panel k-major ([K][16], zero past row N), 64-byte
  * aligned: step k of a panel is one 16-float vector, so the kernel broadcasts x[i][k] and does one FMA per row and
- * vector. A tile is MR rows of x against one panel with MR x 16 accumulators in registers (AVX-512: 8 rows, one
- * zmm each, two panels at once where there are two; AVX2: 4 rows, two ymm each; portable C: 4 rows). The loop runs
- * panels outside and row tiles inside, so a panel (16 K floats) stays in L1 while every row tile passes over it and
- * x stays in L2; longer products run as blocks of QKV__PACKED_BLOCK_M rows, each such a pass.
+ * vector. A tile is MR rows of x against a group of panels with its accumulators in registers (AVX-512: 8 rows x
+ * three panels, 24 zmm; AVX2: 4 rows x one panel, 8 ymm; portable C: 4 rows x one panel). The loop runs groups
+ * outside and row tiles inside, so a group stays in L1 while every row tile passes over it and x stays in L2. Where
+ * a group is longer than GP_BLOCK_BYTES (K large), K is cut into equal blocks, each run over all row tiles before
+ * the next, the accumulators parked in a scratch tile in between. While a group computes, its tiles prefetch the
+ * next group into L2 (a vocabulary projection's weight is larger than L2 and streams from L3 at every step). The
+ * vector tiles write y directly (masked at the last columns); longer products run as blocks of
+ * QKV__PACKED_BLOCK_M rows, each such a pass.
  *
- * Every accumulator starts at zero and adds k = 0..K-1 in order; rows past M read a zero row and are discarded.
- * A row's result is therefore the same whatever M is and wherever the row falls in a tile. Threads split the
- * panels (each output written by one thread), so the thread count does not change the bits either.
+ * Every accumulator starts at zero and adds k = 0..K-1 in order (a k-block continues from the value the block
+ * before left, stored and reloaded exactly); y gets the sum, or y + sum when accumulating. Rows past M read a zero
+ * row and are discarded. A row's result is therefore the same whatever M is and wherever the row falls in a tile.
+ * Threads split the groups (each output written by one thread), so the thread count does not change the bits
+ * either.
  *
  * The per-ISA tiles are functions with target attributes (core/isa.h's QKV_TARGET_*) holding intrinsics; the
  * dispatcher picks one per call from qkv__isa(). */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "core/internal.h"
 #include "core/isa.h"
@@ -53,7 +62,11 @@
 #endif
 
 #define NR 16
-#define MR_MAX 8
+/* Bytes of packed weight one k-block of a group spans: the block stays in L1 (48 KB on the machines measured, 32 KB
+ * on older ones) while every row tile passes over it, beside the tile's rows of x. */
+#define GP_BLOCK_BYTES (24 * 1024)
+#define GP_LINE 64
+#define GP_MAX_TILES (QKV__PACKED_BLOCK_M / 4) /* row tiles of a block at the narrowest tile (4 rows) */
 
 struct qkv__pack {
     int64_t n, k, panels;
@@ -62,9 +75,42 @@ struct qkv__pack {
     int refs;    /* holders: the decoding states' packs and the thread's pack cache (qkv__pack_cache_open) */
 };
 
-typedef void (*tile_fn)(const float *const *xr, const float *panel, int64_t K, float *t);
+/* What one call of a group kernel works on: rows [0, M) of x against `np` adjacent panels starting at P, writing
+ * the group's ncols columns of y (y points at the first), and the lines of the next group to prefetch (pf,
+ * pf_lines: NULL / 0 for the last group). */
+typedef struct {
+    const qkv__pack *p;
+    const float *P, *x;
+    float *y;
+    int64_t M, ldx, ldy, ncols;
+    int np;
+    bool accumulate;
+    const char *pf;
+    int64_t pf_lines;
+} gp_group;
 
-/* t [MR][NR] = rows xr[0..MR) times one panel. Portable C: MR = 4, the j loop vectorised by the compiler. */
+typedef void (*group_fn)(const gp_group *g);
+
+#if GP_HAVE_AVX2 || GP_HAVE_AVX512
+/* The k-blocks of a group of `width` panels: as few as keep one block within GP_BLOCK_BYTES, of equal length. */
+static int64_t k_block(int64_t K, int width) {
+    int64_t most = GP_BLOCK_BYTES / (width * NR * (int64_t)sizeof(float)), blocks = (K + most - 1) / most;
+    return (K + blocks - 1) / blocks;
+}
+
+/* The share of the next group's lines that call `c` of `calls` (tile x k-block) prefetches: the lines spread
+ * evenly over the group's work, so the next panels reach L2 while this one computes (the weight of a vocabulary
+ * projection, 8 MB, comes from L3 or memory at every step, and the hardware prefetcher alone stalls the first
+ * row tile of every group). */
+static const char *pf_share(const gp_group *g, int64_t c, int64_t calls, int64_t *lines) {
+    int64_t share = (g->pf_lines + calls - 1) / calls, lo = c * share;
+    *lines = lo < g->pf_lines ? (g->pf_lines - lo < share ? g->pf_lines - lo : share) : 0;
+    return *lines > 0 ? g->pf + lo * GP_LINE : NULL;
+}
+#endif
+
+/* Portable C: tiles of 4 rows x one panel into a scratch tile, then copied out. The j loop is vectorised by the
+ * compiler. */
 static void tile_generic(const float *const *xr, const float *P, int64_t K, float *t) {
     float acc[4][NR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
@@ -77,82 +123,213 @@ static void tile_generic(const float *const *xr, const float *P, int64_t K, floa
     memcpy(t, acc, sizeof acc);
 }
 
+static void group_generic(const gp_group *g) {
+    int64_t K = g->p->k;
+    for (int64_t i0 = 0; i0 < g->M; i0 += 4) {
+        int64_t rows = g->M - i0 < 4 ? g->M - i0 : 4;
+        const float *xr[4];
+        float t[4 * NR];
+        for (int i = 0; i < 4; i++) xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
+        tile_generic(xr, g->P, K, t);
+        for (int64_t i = 0; i < rows; i++) {
+            float *yr = g->y + (i0 + i) * g->ldy;
+            const float *tr = t + i * NR;
+            if (g->accumulate)
+                for (int64_t j = 0; j < g->ncols; j++) yr[j] += tr[j];
+            else
+                for (int64_t j = 0; j < g->ncols; j++) yr[j] = tr[j];
+        }
+    }
+}
+
+/* Issues the prefetches due after a k step: `lines` over `steps` steps, evenly (Bresenham: acc counts lines owed). */
+#define GP_PREFETCH(pf, acc, lines, steps)                                                                          \
+    do {                                                                                                            \
+        (acc) += (lines);                                                                                           \
+        while ((acc) >= (steps)) {                                                                                  \
+            _mm_prefetch((pf), _MM_HINT_T1);                                                                        \
+            (pf) += GP_LINE;                                                                                        \
+            (acc) -= (steps);                                                                                       \
+        }                                                                                                           \
+    } while (0)
+
 #if GP_HAVE_AVX2
-/* AVX2 + FMA: 4 rows x 2 ymm = 8 accumulators, enough to cover the FMA latency on two ports. */
-static GP_T2 void tile_avx2(const float *const *xr, const float *P, int64_t K, float *t) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
-    for (int64_t k = 0; k < K; k++) {
+/* AVX2 + FMA: 4 rows x one panel (2 ymm) = 8 accumulators, enough to cover the FMA latency on two ports. k runs
+ * [k0, k1); the accumulators start at zero (first) or from part, and end in part or, at the last block, in y. */
+static GP_T2 void tile_avx2(const gp_group *g, const float *const *xr, float *const *yr, int rows, int64_t k0,
+                            int64_t k1, float *part, bool first, bool last, const char *pf, int64_t pf_lines) {
+    __m256 c[8];
+    for (int i = 0; i < 8; i++) c[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(part + i * 8);
+    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3], *P = g->P;
+    int64_t owed = 0, steps = k1 - k0;
+    for (int64_t k = k0; k < k1; k++) {
         __m256 b0 = _mm256_load_ps(P + k * NR), b1 = _mm256_load_ps(P + k * NR + 8), a;
         a = _mm256_broadcast_ss(x0 + k);
-        c00 = _mm256_fmadd_ps(a, b0, c00);
-        c01 = _mm256_fmadd_ps(a, b1, c01);
+        c[0] = _mm256_fmadd_ps(a, b0, c[0]);
+        c[1] = _mm256_fmadd_ps(a, b1, c[1]);
         a = _mm256_broadcast_ss(x1 + k);
-        c10 = _mm256_fmadd_ps(a, b0, c10);
-        c11 = _mm256_fmadd_ps(a, b1, c11);
+        c[2] = _mm256_fmadd_ps(a, b0, c[2]);
+        c[3] = _mm256_fmadd_ps(a, b1, c[3]);
         a = _mm256_broadcast_ss(x2 + k);
-        c20 = _mm256_fmadd_ps(a, b0, c20);
-        c21 = _mm256_fmadd_ps(a, b1, c21);
+        c[4] = _mm256_fmadd_ps(a, b0, c[4]);
+        c[5] = _mm256_fmadd_ps(a, b1, c[5]);
         a = _mm256_broadcast_ss(x3 + k);
-        c30 = _mm256_fmadd_ps(a, b0, c30);
-        c31 = _mm256_fmadd_ps(a, b1, c31);
+        c[6] = _mm256_fmadd_ps(a, b0, c[6]);
+        c[7] = _mm256_fmadd_ps(a, b1, c[7]);
+        if (pf_lines) GP_PREFETCH(pf, owed, pf_lines, steps);
     }
-    _mm256_storeu_ps(t + 0, c00);
-    _mm256_storeu_ps(t + 8, c01);
-    _mm256_storeu_ps(t + 16, c10);
-    _mm256_storeu_ps(t + 24, c11);
-    _mm256_storeu_ps(t + 32, c20);
-    _mm256_storeu_ps(t + 40, c21);
-    _mm256_storeu_ps(t + 48, c30);
-    _mm256_storeu_ps(t + 56, c31);
+    /* The accumulators leave through memory with constant indices (a row loop over c[] itself would keep c in
+     * memory during the k loop). */
+    float t[4 * NR] __attribute__((aligned(32)));
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps((last ? t : part) + i * 8, c[i]);
+    if (!last) return;
+    int64_t n = g->ncols;
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), lane);
+    __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? n - 8 : 0)), lane);
+    for (int i = 0; i < rows; i++) {
+        __m256 v0 = _mm256_load_ps(t + i * NR), v1 = _mm256_load_ps(t + i * NR + 8);
+        if (n == NR) {
+            if (g->accumulate) {
+                v0 = _mm256_add_ps(_mm256_loadu_ps(yr[i]), v0);
+                v1 = _mm256_add_ps(_mm256_loadu_ps(yr[i] + 8), v1);
+            }
+            _mm256_storeu_ps(yr[i], v0);
+            _mm256_storeu_ps(yr[i] + 8, v1);
+        } else {
+            if (g->accumulate) {
+                v0 = _mm256_add_ps(_mm256_maskload_ps(yr[i], m0), v0);
+                v1 = _mm256_add_ps(_mm256_maskload_ps(yr[i] + 8, m1), v1);
+            }
+            _mm256_maskstore_ps(yr[i], m0, v0);
+            _mm256_maskstore_ps(yr[i] + 8, m1, v1);
+        }
+    }
 }
 
+static GP_T2 void group_avx2(const gp_group *g) {
+    int64_t K = g->p->k, kc = k_block(K, 1), blocks = (K + kc - 1) / kc, tiles = (g->M + 3) / 4, c = 0;
+    float part[GP_MAX_TILES * 4 * NR] __attribute__((aligned(64)));
+    for (int64_t kb = 0; kb < blocks; kb++) {
+        int64_t k0 = kb * kc, k1 = k0 + kc < K ? k0 + kc : K;
+        for (int64_t t = 0; t < tiles; t++, c++) {
+            int64_t i0 = t * 4, rows = g->M - i0 < 4 ? g->M - i0 : 4, lines;
+            const float *xr[4];
+            float *yr[4];
+            for (int i = 0; i < 4; i++) {
+                xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
+                yr[i] = i < rows ? g->y + (i0 + i) * g->ldy : NULL;
+            }
+            const char *pf = pf_share(g, c, blocks * tiles, &lines);
+            tile_avx2(g, xr, yr, (int)rows, k0, k1, part + t * 4 * NR, kb == 0, kb == blocks - 1, pf, lines);
+        }
+    }
+}
 #endif
-#if GP_HAVE_AVX512
-/* AVX-512: 8 rows x 1 zmm. */
-static GP_T512 void tile_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
-    __m512 c[MR_MAX];
-    for (int i = 0; i < MR_MAX; i++) c[i] = _mm512_setzero_ps();
-    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3], *x4 = xr[4], *x5 = xr[5], *x6 = xr[6],
-                *x7 = xr[7];
-    for (int64_t k = 0; k < K; k++) {
-        __m512 b = _mm512_load_ps(P + k * NR);
-        c[0] = _mm512_fmadd_ps(_mm512_set1_ps(x0[k]), b, c[0]);
-        c[1] = _mm512_fmadd_ps(_mm512_set1_ps(x1[k]), b, c[1]);
-        c[2] = _mm512_fmadd_ps(_mm512_set1_ps(x2[k]), b, c[2]);
-        c[3] = _mm512_fmadd_ps(_mm512_set1_ps(x3[k]), b, c[3]);
-        c[4] = _mm512_fmadd_ps(_mm512_set1_ps(x4[k]), b, c[4]);
-        c[5] = _mm512_fmadd_ps(_mm512_set1_ps(x5[k]), b, c[5]);
-        c[6] = _mm512_fmadd_ps(_mm512_set1_ps(x6[k]), b, c[6]);
-        c[7] = _mm512_fmadd_ps(_mm512_set1_ps(x7[k]), b, c[7]);
-    }
-    for (int i = 0; i < MR_MAX; i++) _mm512_storeu_ps(t + i * NR, c[i]);
-}
 
-/* AVX-512 over two adjacent panels (P and P + K * NR): 8 rows x 2 zmm = 16 accumulators, 10 loads per 16 FMAs
- * instead of 9 per 8. t is [2][8][NR]. Each output is the same sum in the same order as in tile_avx512. */
-static GP_T512 void tile2_avx512(const float *const *xr, const float *P, int64_t K, float *t) {
-    __m512 c[MR_MAX], d[MR_MAX];
-    for (int i = 0; i < MR_MAX; i++) c[i] = d[i] = _mm512_setzero_ps();
-    const float *P1 = P + K * NR;
+#if GP_HAVE_AVX512
+/* Panels an AVX-512 group takes at once: 8 rows x GP512_PANELS zmm accumulators. */
+#define GP512_PANELS 3
+
+/* AVX-512: 8 rows x np panels (np zmm per row: up to 8 x GP512_PANELS accumulators; per k, np weight loads and 8
+ * broadcasts for 8 np FMAs). k runs [k0, k1); the accumulators start at zero (first) or from part, and end in part
+ * or, at the last block, in y (masked at the weight's last columns). Always inlined into one function per np, so np
+ * is a constant there and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) GP_T512 void
+tile_avx512(const gp_group *g, const float *const *xr, float *const *yr, int rows, int64_t k0, int64_t k1,
+            float *part, bool first, bool last, const char *pf, int64_t pf_lines, const int np) {
+    __m512 c[GP512_PANELS][8];
+    const float *P[GP512_PANELS];
+    for (int h = 0; h < np; h++) {
+        P[h] = g->P + h * g->p->k * NR;
+        for (int i = 0; i < 8; i++) c[h][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(part + (h * 8 + i) * NR);
+    }
     const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3], *x4 = xr[4], *x5 = xr[5], *x6 = xr[6],
                 *x7 = xr[7];
-    for (int64_t k = 0; k < K; k++) {
-        __m512 b = _mm512_load_ps(P + k * NR), e = _mm512_load_ps(P1 + k * NR), a;
+    int64_t owed = 0, steps = k1 - k0;
+    for (int64_t k = k0; k < k1; k++) {
+        __m512 b[GP512_PANELS], a;
+        for (int h = 0; h < np; h++) b[h] = _mm512_load_ps(P[h] + k * NR);
 #define QKV_ROW(i, xi)                                                                                              \
     a = _mm512_set1_ps(xi[k]);                                                                                      \
-    c[i] = _mm512_fmadd_ps(a, b, c[i]);                                                                             \
-    d[i] = _mm512_fmadd_ps(a, e, d[i]);
+    for (int h = 0; h < np; h++) c[h][i] = _mm512_fmadd_ps(a, b[h], c[h][i]);
         QKV_ROW(0, x0) QKV_ROW(1, x1) QKV_ROW(2, x2) QKV_ROW(3, x3)
         QKV_ROW(4, x4) QKV_ROW(5, x5) QKV_ROW(6, x6) QKV_ROW(7, x7)
 #undef QKV_ROW
+        if (pf_lines) GP_PREFETCH(pf, owed, pf_lines, steps);
     }
-    for (int i = 0; i < MR_MAX; i++) {
-        _mm512_storeu_ps(t + i * NR, c[i]);
-        _mm512_storeu_ps(t + (MR_MAX + i) * NR, d[i]);
+    if (!last) {
+        for (int h = 0; h < np; h++)
+            for (int i = 0; i < 8; i++) _mm512_storeu_ps(part + (h * 8 + i) * NR, c[h][i]);
+        return;
+    }
+    __mmask16 m[GP512_PANELS];
+    for (int h = 0; h < np; h++) {
+        int64_t n = g->ncols - h * NR; /* columns of panel h (>= 1: only the group's last panel is short) */
+        m[h] = n >= NR ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+    }
+    for (int i = 0; i < rows; i++)
+        for (int h = 0; h < np; h++) {
+            __m512 v = c[h][i];
+            if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m[h], yr[i] + h * NR), v);
+            _mm512_mask_storeu_ps(yr[i] + h * NR, m[h], v);
+        }
+}
+
+typedef void (*tile512_fn)(const gp_group *g, const float *const *xr, float *const *yr, int rows, int64_t k0,
+                           int64_t k1, float *part, bool first, bool last, const char *pf, int64_t pf_lines);
+#define GP_TILE512(np)                                                                                              \
+    static GP_T512 void tile##np##_avx512(const gp_group *g, const float *const *xr, float *const *yr, int rows,    \
+                                          int64_t k0, int64_t k1, float *part, bool first, bool last,               \
+                                          const char *pf, int64_t pf_lines) {                                       \
+        tile_avx512(g, xr, yr, rows, k0, k1, part, first, last, pf, pf_lines, np);                                  \
+    }
+GP_TILE512(1)
+GP_TILE512(2)
+#if GP512_PANELS > 2
+GP_TILE512(3)
+#endif
+#undef GP_TILE512
+
+static GP_T512 void group_avx512(const gp_group *g) {
+    static const tile512_fn tiles_by_np[] = {NULL, tile1_avx512, tile2_avx512,
+#if GP512_PANELS > 2
+                                             tile3_avx512
+#endif
+    };
+    tile512_fn tile = tiles_by_np[g->np];
+    int64_t K = g->p->k, kc = k_block(K, GP512_PANELS), blocks = (K + kc - 1) / kc, tiles = (g->M + 7) / 8, c = 0;
+    float part[QKV__PACKED_BLOCK_M / 8 * GP512_PANELS * 8 * NR] __attribute__((aligned(64)));
+    for (int64_t kb = 0; kb < blocks; kb++) {
+        int64_t k0 = kb * kc, k1 = k0 + kc < K ? k0 + kc : K;
+        for (int64_t t = 0; t < tiles; t++, c++) {
+            int64_t i0 = t * 8, rows = g->M - i0 < 8 ? g->M - i0 : 8, lines;
+            const float *xr[8];
+            float *yr[8];
+            for (int i = 0; i < 8; i++) {
+                xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
+                yr[i] = i < rows ? g->y + (i0 + i) * g->ldy : NULL;
+            }
+            const char *pf = pf_share(g, c, blocks * tiles, &lines);
+            tile(g, xr, yr, (int)rows, k0, k1, part + t * GP512_PANELS * 8 * NR, kb == 0, kb == blocks - 1, pf,
+                 lines);
+        }
     }
 }
 #endif
+
+/* A pack of 2 MB or more (a vocabulary projection: 8 MB) lies on whole 2 MB pages and asks the kernel for huge ones
+ * where it gives them on request (Linux's transparent huge pages in "madvise" mode): the kernel streams the whole
+ * pack at every step, and 4 KB pages would cost a TLB miss every 4 KB and a page fault each while packing. */
+#define GP_HUGE ((size_t)2 << 20)
+static void pack_huge(void *mem, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    (void)madvise(mem, bytes, MADV_HUGEPAGE); /* advice only: without huge pages the pack works the same */
+#else
+    (void)mem;
+    (void)bytes;
+#endif
+}
 
 qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
     if (!W || N < 1 || K < 1) {
@@ -161,9 +338,13 @@ qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
     }
     qkv__pack *p = calloc(1, sizeof *p);
     int64_t panels = (N + NR - 1) / NR;
-    size_t bytes = sizeof(float) * (size_t)panels * (size_t)K * NR;
+    size_t bytes = sizeof(float) * (size_t)panels * (size_t)K * NR, align = 64;
+    if (bytes >= GP_HUGE) { /* whole huge pages (see pack_huge) */
+        align = GP_HUGE;
+        bytes = (bytes + GP_HUGE - 1) / GP_HUGE * GP_HUGE;
+    }
     void *mem = NULL;
-    if (!p || posix_memalign(&mem, 64, bytes) != 0 || !(p->zero = calloc((size_t)K, sizeof(float)))) {
+    if (!p || posix_memalign(&mem, align, bytes) != 0 || !(p->zero = calloc((size_t)K, sizeof(float)))) {
         free(mem);
         if (p) free(p->zero);
         free(p);
@@ -175,6 +356,7 @@ qkv__pack *qkv__pack_new(const float *W, int64_t N, int64_t K) {
     p->panels = panels;
     p->refs = 1;
     p->p = mem;
+    if (align == GP_HUGE) pack_huge(mem, bytes);
     for (int64_t q = 0; q < panels; q++) {
         float *P = p->p + q * K * NR;
         for (int j = 0; j < NR; j++) {
@@ -196,46 +378,34 @@ void qkv__pack_free(qkv__pack *p) {
     free(p);
 }
 
-/* One pass of the panels over M (1..QKV__PACKED_BLOCK_M) rows of x. */
+/* One pass of the panels over M (1..QKV__PACKED_BLOCK_M) rows of x: groups of gw adjacent panels, each group
+ * computed for all M rows while it is in L1, the next group prefetched meanwhile. */
 static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
                        bool accumulate) {
-    tile_fn tile = tile_generic, tile2 = NULL; /* tile2: two adjacent panels at once, where the path has it */
-    int mr = 4;
+    group_fn group = group_generic;
+    int64_t gw = 1; /* panels a group kernel takes at once */
 #if QKV_X86_KERNELS
     switch (qkv__isa()) {
 #if GP_HAVE_AVX512
-    case QKV_ISA_AVX512: tile = tile_avx512, tile2 = tile2_avx512, mr = 8; break;
+    case QKV_ISA_AVX512: group = group_avx512, gw = GP512_PANELS; break;
 #endif
 #if GP_HAVE_AVX2
-    case QKV_ISA_AVX2: tile = tile_avx2, mr = 4; break;
+    case QKV_ISA_AVX2: group = group_avx2, gw = 1; break;
 #endif
     default: break;
     }
 #endif
-    int64_t N = p->n, K = p->k, panels = p->panels, gw = tile2 ? 2 : 1, groups = (panels + gw - 1) / gw;
+    int64_t N = p->n, K = p->k, panels = p->panels, groups = (panels + gw - 1) / gw;
     int nth = qkv__par_threads(qkv__par_gemm_work(M, N, K)); /* panels are split whole: any count, the same bits */
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t g = 0; g < groups; g++) {
-        int64_t q0 = g * gw, np = panels - q0 < gw ? panels - q0 : gw;
-        const float *P = p->p + q0 * K * NR;
-        float t[2 * MR_MAX * NR];
-        const float *xr[MR_MAX];
-        for (int64_t i0 = 0; i0 < M; i0 += mr) {
-            int64_t rows = M - i0 < mr ? M - i0 : mr;
-            for (int i = 0; i < mr; i++) xr[i] = i < rows ? x + (i0 + i) * ldx : p->zero;
-            (np == 2 ? tile2 : tile)(xr, P, K, t);
-            for (int64_t h = 0; h < np; h++) {
-                int64_t n0 = (q0 + h) * NR, nr = N - n0 < NR ? N - n0 : NR;
-                for (int64_t i = 0; i < rows; i++) {
-                    float *yr = y + (i0 + i) * ldy + n0;
-                    const float *tr = t + (h * mr + i) * NR;
-                    if (accumulate)
-                        for (int64_t j = 0; j < nr; j++) yr[j] += tr[j];
-                    else
-                        for (int64_t j = 0; j < nr; j++) yr[j] = tr[j];
-                }
-            }
-        }
+        int64_t q0 = g * gw, np = panels - q0 < gw ? panels - q0 : gw, q1 = q0 + np;
+        int64_t nq = panels - q1 < gw ? panels - q1 : gw; /* panels of the next group */
+        gp_group gr = {.p = p, .P = p->p + q0 * K * NR, .x = x, .y = y + q0 * NR, .M = M, .ldx = ldx, .ldy = ldy,
+                       .ncols = N - q0 * NR < np * NR ? N - q0 * NR : np * NR, .np = (int)np,
+                       .accumulate = accumulate, .pf = nq > 0 ? (const char *)(p->p + q1 * K * NR) : NULL,
+                       .pf_lines = nq > 0 ? nq * K * NR * (int64_t)sizeof(float) / GP_LINE : 0};
+        group(&gr);
     }
 }
 

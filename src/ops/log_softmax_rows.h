@@ -12,9 +12,14 @@ QKV_INTERNAL_BEGIN
 
 /* y [rows, n] = log_softmax(x [rows, n]) along each row, bit-identical to qkv_log_softmax(x, -1). y != x. */
 void qkv__log_softmax_rows(float *y, const float *x, int64_t rows, int64_t n);
-/* The same in place: x [rows, n] becomes its log_softmax (summed in float lanes, agreeing with the out-of-place
- * form to rounding). */
+/* The same in place: x [rows, n] becomes its log_softmax (the same sums in the same order as the out-of-place form,
+ * so the same bits: tests/test_decode.c greedy_from_logits_equals_normalised). */
 void qkv__log_softmax_rows_inplace(float *x, int64_t rows, int64_t n);
+/* What the in-place form subtracts from each row, without writing it: shift[r] = max + log(sum exp(x - max)) and
+ * mx[r] = the row's max (over its non-NaN values; -inf if none). x[r][k] - shift[r] is then bit for bit the in-place
+ * result, so a caller that reads a few entries of each row (greedy decoding: the best token and its log-probability)
+ * skips the pass that writes them all. */
+void qkv__log_softmax_rows_shift(const float *x, int64_t rows, int64_t n, float *shift, float *mx);
 
 QKV_INTERNAL_END
 #endif

@@ -66,8 +66,9 @@ QKV_KERNEL_BODY void row_forward_body(float *restrict y, const float *restrict x
 QKV_ISA_KERNEL_VOID(row_forward, (float *restrict y, const float *restrict x, int64_t n, bool log_form),
                     (y, x, n, log_form))
 
-/* One contiguous row in place: x -= max + log(sum exp(x - max)), the sum in LANES partials combined pairwise. */
-QKV_KERNEL_BODY void row_log_inplace_body(float *restrict x, int64_t n) {
+/* What a row's log_softmax subtracts, max + log(sum exp(x - max)), the sum in LANES partials combined pairwise;
+ * *mx = the max. */
+QKV_KERNEL_BODY float row_log_shift_body(const float *restrict x, int64_t n, float *restrict mx) {
     float m = row_max(x, n), acc[LANES] = {0};
     int64_t k = 0;
     for (; k + LANES <= n; k += LANES)
@@ -75,8 +76,15 @@ QKV_KERNEL_BODY void row_log_inplace_body(float *restrict x, int64_t n) {
     for (int l = 0; k < n; k++, l++) acc[l] += qkv__expf(x[k] - m);
     for (int w = LANES / 2; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    float shift = m + logf(acc[0]);
-    for (k = 0; k < n; k++) x[k] -= shift;
+    *mx = m;
+    return m + logf(acc[0]);
+}
+QKV_ISA_KERNEL(float, row_log_shift, (const float *restrict x, int64_t n, float *restrict mx), (x, n, mx))
+
+/* One contiguous row in place: x -= its shift. */
+QKV_KERNEL_BODY void row_log_inplace_body(float *restrict x, int64_t n) {
+    float m, shift = row_log_shift_body(x, n, &m);
+    for (int64_t k = 0; k < n; k++) x[k] -= shift;
 }
 QKV_ISA_KERNEL_VOID(row_log_inplace, (float *restrict x, int64_t n), (x, n))
 
@@ -236,4 +244,9 @@ void qkv__log_softmax_rows_inplace(float *x, int64_t rows, int64_t n) {
     int nth = rows_threads(rows, n);
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t r = 0; r < rows; r++) row_log_inplace(x + r * n, n);
+}
+
+void qkv__log_softmax_rows_shift(const float *x, int64_t rows, int64_t n, float *shift, float *mx) {
+#pragma omp parallel for schedule(static) if (rows * n > PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) shift[r] = row_log_shift(x + r * n, n, mx + r);
 }
