@@ -2,14 +2,15 @@
  * reversible blocks) trained for a few hundred steps on a slice of Jane Austen ($QKV_SHARED/data/lm) brings the
  * dev loss well below the unigram level; mixed full / LSH layers and axial positions build and train; the model
  * keeps activation memory flat in depth; config errors name the key; the cached decoder gives the recomputing
- * decoder's scores (full attention at any length, LSH within one chunk). Learning is skipped (visibly) without the
- * shared data. */
+ * decoder's scores (full attention at any length, LSH within one chunk); generation ends cleanly at the context
+ * (the start token counts). Learning is skipped (visibly) without the shared data. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "corpus.h"
+#include "qkv/decode.h"
 #include "qkv/model.h"
 #include "qkv/reformer.h"
 #include "qkv/threads.h"
@@ -203,6 +204,53 @@ TEST(cached_lsh_decoding_runs_to_capacity) {
     qkv_params_free(pa);
 }
 
+typedef struct {
+    int64_t n;
+    qkv_gen_end end;
+} batch_result;
+
+static qkv_status keep_result(int index, const int32_t *tokens, int64_t n, qkv_gen_end end, void *user) {
+    (void)tokens;
+    ((batch_result *)user)[index] = (batch_result){n, end};
+    return QKV_OK;
+}
+
+/* The start token (ShiftRight) takes one of the 64 positions: a generation longer than the context ends with
+ * QKV_GEN_CONTEXT_FULL when the positions are used up (1 + 2 prompt + 61 fed, 62 tokens), not with an error one step
+ * later, in qkv_generate and qkv_generate_batch alike; a prompt of 63 tokens still gets its one token, 64 are
+ * refused before any work. (qkv chat --max-tokens beyond the context ran into that error.) */
+TEST(generation_ends_at_capacity_after_start_token) {
+    const qkv_model_type *type = qkv_model_type_find("reformer_lm");
+    qkv_params *pa = qkv_params_new();
+    qkv_model *m = type ? small_model(type, "full,lsh", true, pa) : NULL;
+    qkv_lm_decoder *d = m ? qkv_lm_decoder_new(type, m) : NULL;
+    CHECK_NN(d);
+    int32_t prompt[64], out[101];
+    for (int i = 0; i < 64; i++) prompt[i] = (int32_t)(i * 5 % 11);
+    qkv_gen_opts o = qkv_gen_defaults();
+    o.max_new_tokens = 100;
+    qkv_gen_end end = QKV_GEN_MAX_TOKENS;
+    int64_t n = d ? qkv_generate(d, prompt, 2, &o, out, 100, &end) : -1;
+    CHECKF(n == 62 && end == QKV_GEN_CONTEXT_FULL, "got %lld tokens, end %d: %s", (long long)n, (int)end,
+           n < 0 ? qkv_last_error() : "");
+    n = d ? qkv_generate(d, prompt, 63, &o, out, 100, &end) : -1;
+    CHECKF(n == 1 && end == QKV_GEN_CONTEXT_FULL, "63-token prompt: %lld tokens", (long long)n);
+    CHECK(d && qkv_generate(d, prompt, 64, &o, out, 100, &end) < 0 && strstr(qkv_last_error(), "start token"));
+    const int32_t *prompts[2] = {prompt, prompt};
+    const int64_t lens[2] = {2, 63};
+    batch_result got[2] = {{-1, QKV_GEN_MAX_TOKENS}, {-1, QKV_GEN_MAX_TOKENS}};
+    if (m) CHECKF(qkv_generate_batch(type, m, 2, prompts, lens, &o, 2, keep_result, got) == QKV_OK, "%s",
+                  qkv_last_error());
+    CHECKF(got[0].n == 62 && got[0].end == QKV_GEN_CONTEXT_FULL && got[1].n == 1 && got[1].end == QKV_GEN_CONTEXT_FULL,
+           "batch: %lld (end %d), %lld (end %d)", (long long)got[0].n, (int)got[0].end, (long long)got[1].n,
+           (int)got[1].end);
+    const int64_t too_long[1] = {64};
+    CHECK(m && qkv_generate_batch(type, m, 1, prompts, too_long, &o, 1, keep_result, got) != QKV_OK);
+    qkv_lm_decoder_free(d);
+    if (m) type->free(m);
+    qkv_params_free(pa);
+}
+
 /* The public options: the defaults are the schema's, a config built from them creates the model, a bad value or a
  * broken rule names its key. */
 TEST(public_options) {
@@ -243,6 +291,7 @@ int main(void) {
     RUN(config_errors_name_the_key);
     RUN(cached_decoding_matches_recompute);
     RUN(cached_lsh_decoding_runs_to_capacity);
+    RUN(generation_ends_at_capacity_after_start_token);
     RUN(public_options);
     return test_finish();
 }

@@ -97,9 +97,11 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
         qkv_error_set(QKV_ERR_INVALID, "generate: this model needs a prompt of at least one token");
         return -1;
     }
-    if (d->dec.info.capacity > 0 && n_prompt > d->dec.info.capacity) {
-        qkv_error_set(QKV_ERR_RANGE, "generate: prompt of %lld tokens exceeds the model's context of %lld",
-                      (long long)n_prompt, (long long)d->dec.info.capacity);
+    /* Tokens that fit after the start token a ShiftRight model reads first (it takes a position too); -1: no limit. */
+    const int64_t cap = d->dec.info.capacity > 0 ? d->dec.info.capacity - (d->primed ? 1 : 0) : -1;
+    if (cap >= 0 && n_prompt > cap) {
+        qkv_error_set(QKV_ERR_RANGE, "generate: prompt of %lld tokens exceeds the model's context of %lld%s",
+                      (long long)n_prompt, (long long)cap, d->primed ? " (after its start token)" : "");
         return -1;
     }
     qkv_sampler *s = qkv_sampler_new(d->dec.info.vocab, &o->sample, o->seed);
@@ -139,7 +141,7 @@ int64_t qkv_generate(qkv_lm_decoder *d, const int32_t *prompt, int64_t n_prompt,
             break;
         }
         if (n == o->max_new_tokens) break;
-        if (d->dec.info.capacity > 0 && fed >= d->dec.info.capacity) {
+        if (cap >= 0 && fed >= cap) {
             why = QKV_GEN_CONTEXT_FULL;
             break;
         }

@@ -27,6 +27,7 @@ static bool is_stop(const qkv_gen_opts *o, int32_t t) {
 }
 
 /* The row has fed its prompt and what it generated; logits are the scores after the last token fed. */
+/* capacity: the tokens a row can feed (-1: no limit). */
 static void choose(gen_row *g, float *logits, const qkv_gen_opts *o, int64_t capacity) {
     if (g->n == o->max_new_tokens) {
         g->done = true;
@@ -46,7 +47,7 @@ static void choose(gen_row *g, float *logits, const qkv_gen_opts *o, int64_t cap
     if (g->n == o->max_new_tokens) {
         g->done = true;
         g->end = QKV_GEN_MAX_TOKENS;
-    } else if (capacity > 0 && g->fed >= capacity) {
+    } else if (capacity >= 0 && g->fed >= capacity) {
         g->done = true;
         g->end = QKV_GEN_CONTEXT_FULL;
     }
@@ -91,8 +92,9 @@ typedef struct {
 /* The m prompts g[0..m) as one batch through st (a fresh or restarted state of m rows). */
 static qkv_status run_batch(const qkv_decoder *d, qkv_decoder_state *st, gen_row *const *g, int m,
                             const qkv_gen_opts *o, const gen_work *w, gen_out *go) {
-    int64_t V = d->info.vocab, cap = d->info.capacity;
     bool primed = d->info.start_token >= 0;
+    /* A ShiftRight model's start token takes a position of its own (as in qkv_generate). */
+    int64_t V = d->info.vocab, cap = d->info.capacity > 0 ? d->info.capacity - primed : -1;
     float *logits = w->logits;
     int32_t *tokens = w->tokens, *row = w->row, *from = w->from;
     qkv_status status = QKV_OK;
@@ -185,9 +187,11 @@ qkv_status qkv_generate_batch(const qkv_model_type *type, qkv_model *model, int 
         if (n_prompt[i] == 0 && d.info.start_token < 0)
             return qkv_error_set(QKV_ERR_INVALID, "generate: prompt %d is empty; this model needs a prompt of at "
                                  "least one token", i);
-        if (d.info.capacity > 0 && n_prompt[i] > d.info.capacity)
+        const int64_t room = d.info.capacity - (d.info.start_token >= 0); /* after the start token, if any */
+        if (d.info.capacity > 0 && n_prompt[i] > room)
             return qkv_error_set(QKV_ERR_RANGE, "generate: prompt %d of %lld tokens exceeds the model's context of "
-                                 "%lld", i, (long long)n_prompt[i], (long long)d.info.capacity);
+                                 "%lld%s", i, (long long)n_prompt[i], (long long)room,
+                                 d.info.start_token >= 0 ? " (after its start token)" : "");
     }
     if (n == 0) return QKV_OK;
     int B = batch_size < n ? batch_size : n;

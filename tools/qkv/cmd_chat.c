@@ -245,7 +245,10 @@ static int run(int argc, char **argv) {
             const char *path = line + 5;
             while (*path == ' ') path++;
             FILE *f = *path ? fopen(path, "w") : NULL;
-            if (!f || fprintf(f, "%s\n", conv.s ? conv.s : "") < 0 || fclose(f) != 0)
+            /* fclose whether or not the write failed: a full disk must not leak the stream */
+            bool ok = f && fprintf(f, "%s\n", conv.s ? conv.s : "") >= 0;
+            if (f && fclose(f) != 0) ok = false;
+            if (!ok)
                 fprintf(stderr, "qkv chat: /save %s: cannot write\n", *path ? path : "(which file?)");
             else fprintf(interactive ? stderr : stdout, "(saved to %s)\n", path);
             continue;
