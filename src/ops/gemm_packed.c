@@ -123,13 +123,23 @@ static void tile_generic(const float *const *xr, const float *P, int64_t K, floa
     memcpy(t, acc, sizeof acc);
 }
 
+/* Rows i0 .. i0 + mr of a row tile: pointers into x (the pack's zero row past the last real row, so a tile always
+ * reads mr rows) and, when yr is given, into y (NULL past the last). Returns how many rows are real. */
+static inline int64_t tile_rows(const gp_group *g, int64_t i0, int mr, const float **xr, float **yr) {
+    int64_t rows = g->M - i0 < mr ? g->M - i0 : mr;
+    for (int i = 0; i < mr; i++) {
+        xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
+        if (yr) yr[i] = i < rows ? g->y + (i0 + i) * g->ldy : NULL;
+    }
+    return rows;
+}
+
 static void group_generic(const gp_group *g) {
     int64_t K = g->p->k;
     for (int64_t i0 = 0; i0 < g->M; i0 += 4) {
-        int64_t rows = g->M - i0 < 4 ? g->M - i0 : 4;
         const float *xr[4];
         float t[4 * NR];
-        for (int i = 0; i < 4; i++) xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
+        int64_t rows = tile_rows(g, i0, 4, xr, NULL);
         tile_generic(xr, g->P, K, t);
         for (int64_t i = 0; i < rows; i++) {
             float *yr = g->y + (i0 + i) * g->ldy;
@@ -213,13 +223,9 @@ static GP_T2 void group_avx2(const gp_group *g) {
     for (int64_t kb = 0; kb < blocks; kb++) {
         int64_t k0 = kb * kc, k1 = k0 + kc < K ? k0 + kc : K;
         for (int64_t t = 0; t < tiles; t++, c++) {
-            int64_t i0 = t * 4, rows = g->M - i0 < 4 ? g->M - i0 : 4, lines;
             const float *xr[4];
             float *yr[4];
-            for (int i = 0; i < 4; i++) {
-                xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
-                yr[i] = i < rows ? g->y + (i0 + i) * g->ldy : NULL;
-            }
+            int64_t rows = tile_rows(g, t * 4, 4, xr, yr), lines;
             const char *pf = pf_share(g, c, blocks * tiles, &lines);
             tile_avx2(g, xr, yr, (int)rows, k0, k1, part + t * 4 * NR, kb == 0, kb == blocks - 1, pf, lines);
         }
@@ -303,13 +309,9 @@ static GP_T512 void group_avx512(const gp_group *g) {
     for (int64_t kb = 0; kb < blocks; kb++) {
         int64_t k0 = kb * kc, k1 = k0 + kc < K ? k0 + kc : K;
         for (int64_t t = 0; t < tiles; t++, c++) {
-            int64_t i0 = t * 8, rows = g->M - i0 < 8 ? g->M - i0 : 8, lines;
             const float *xr[8];
             float *yr[8];
-            for (int i = 0; i < 8; i++) {
-                xr[i] = i < rows ? g->x + (i0 + i) * g->ldx : g->p->zero;
-                yr[i] = i < rows ? g->y + (i0 + i) * g->ldy : NULL;
-            }
+            int64_t rows = tile_rows(g, t * 8, 8, xr, yr), lines;
             const char *pf = pf_share(g, c, blocks * tiles, &lines);
             tile(g, xr, yr, (int)rows, k0, k1, part + t * GP512_PANELS * 8 * NR, kb == 0, kb == blocks - 1, pf,
                  lines);
