@@ -12,14 +12,6 @@
 #include "ops/gemm_packed.h"
 #include "test.h"
 
-static float *rand_buf(uint64_t seed, size_t n) {
-    qkv_rng r;
-    qkv_rng_init(&r, seed);
-    float *v = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; v && i < n; i++) v[i] = 2.0f * qkv_rng_uniform(&r) - 1.0f;
-    return v;
-}
-
 /* Runs fn once per path this CPU supports, then restores the path in use. */
 static void each_isa(void (*fn)(qkv_isa)) {
     qkv_isa was = qkv_cpu_isa();
@@ -35,8 +27,8 @@ static void each_isa(void (*fn)(qkv_isa)) {
  * the rows; the padding between rows must stay untouched. */
 static void one_size(qkv_isa isa, int64_t M, int64_t N, int64_t K, bool accumulate) {
     int64_t ldx = K + 3, ldy = N + 5;
-    float *W = rand_buf(1 + (uint64_t)(N * 31 + K), (size_t)(N * K)), *x = rand_buf(2 + (uint64_t)M, (size_t)(M * ldx));
-    float *y = rand_buf(3, (size_t)(M * ldy)), *ref = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+    float *W = test_rand_buf(1 + (uint64_t)(N * 31 + K), (size_t)(N * K)), *x = test_rand_buf(2 + (uint64_t)M, (size_t)(M * ldx));
+    float *y = test_rand_buf(3, (size_t)(M * ldy)), *ref = malloc(sizeof(float) * (size_t)(M * ldy + 1));
     qkv__pack *p = qkv__pack_new(W, N, K);
     CHECK(p && W && x && y && ref);
     if (!p || !W || !x || !y || !ref) goto done;
@@ -85,7 +77,7 @@ TEST(packed_matches_blas_on_every_path) { each_isa(sizes_on); }
 /* Row r of a product alone, at another place in a batch, or with another thread count: the same bits. */
 static void rows_alone_on(qkv_isa isa) {
     int64_t M = 64, N = 300, K = 200;
-    float *W = rand_buf(11, (size_t)(N * K)), *x = rand_buf(12, (size_t)(M * K));
+    float *W = test_rand_buf(11, (size_t)(N * K)), *x = test_rand_buf(12, (size_t)(M * K));
     float *all = malloc(sizeof(float) * (size_t)(M * N)), *part = malloc(sizeof(float) * (size_t)(M * N));
     qkv__pack *p = qkv__pack_new(W, N, K);
     CHECK(p && W && x && all && part);
@@ -126,8 +118,8 @@ static void chain_on(qkv_isa isa) {
     static const int64_t sizes[][3] = {{8, 32, 256}, {13, 47, 700}, {3, 17, 1000}, {64, 40, 129}};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
-        float *W = rand_buf(51 + s, (size_t)(N * K)), *x = rand_buf(61 + s, (size_t)(M * K));
-        float *y = rand_buf(71 + s, (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));
+        float *W = test_rand_buf(51 + s, (size_t)(N * K)), *x = test_rand_buf(61 + s, (size_t)(M * K));
+        float *y = test_rand_buf(71 + s, (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));
         qkv__pack *p = qkv__pack_new(W, N, K);
         CHECK(W && x && y && y0 && p);
         if (W && x && y && y0 && p) {
@@ -159,7 +151,7 @@ TEST(vector_paths_sum_k_in_order) { each_isa(chain_on); }
  * bits it gets alone, including the rows either side of a block boundary. */
 TEST(row_blocks_keep_each_row_alone) {
     int64_t M = 2 * QKV__PACKED_BLOCK_M + 37, N = 40, K = 24;
-    float *W = rand_buf(31, (size_t)(N * K)), *x = rand_buf(32, (size_t)(M * K));
+    float *W = test_rand_buf(31, (size_t)(N * K)), *x = test_rand_buf(32, (size_t)(M * K));
     float *all = malloc(sizeof(float) * (size_t)(M * N)), part[40];
     qkv__pack *p = qkv__pack_new(W, N, K);
     CHECK(p && W && x && all);
@@ -191,7 +183,7 @@ TEST(row_blocks_keep_each_row_alone) {
 TEST(context_packs_only_allowed_weights) {
     int64_t N = 48, K = 32;
     qkv_tensor *w = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K)), *other = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K));
-    float *x = rand_buf(21, (size_t)(4 * K)), y[4 * 48], ref[4 * 48];
+    float *x = test_rand_buf(21, (size_t)(4 * K)), y[4 * 48], ref[4 * 48];
     qkv_ctx *ctx = qkv_ctx_new();
     qkv__packs *ps = qkv__packs_new();
     CHECK(w && other && x && ctx && ps);
@@ -235,7 +227,7 @@ done:
 TEST(pack_cache_shares_packs_between_states) {
     int64_t N = 20, K = 12;
     qkv_tensor *w = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K));
-    float *x = rand_buf(41, (size_t)(3 * K)), y0[3 * 20], y1[3 * 20], y2[3 * 20], y3[3 * 20];
+    float *x = test_rand_buf(41, (size_t)(3 * K)), y0[3 * 20], y1[3 * 20], y2[3 * 20], y3[3 * 20];
     qkv_ctx *ctx = qkv_ctx_new();
     qkv__packs *a = qkv__packs_new(), *b = qkv__packs_new(), *c = qkv__packs_new();
     CHECK(w && x && ctx && a && b && c);

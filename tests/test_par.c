@@ -67,18 +67,10 @@ TEST(idle_cores_measured) {
     CHECKF(f >= 1 && f <= ncpu, "after 300 ms: %d idle cores of %ld", f, ncpu);
 }
 
-static float *rand_buf(uint64_t seed, size_t n) {
-    qkv_rng r;
-    qkv_rng_init(&r, seed);
-    float *v = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; v && i < n; i++) v[i] = 2.0f * qkv_rng_uniform(&r) - 1.0f;
-    return v;
-}
-
 /* Large enough to be threaded (N x K weights streamed), K not a multiple of the 32 partial sums. */
 TEST(gemv_same_bits_any_threads_rows_or_path) {
     const int64_t M = 3, N = 4001, K = 301;
-    float *W = rand_buf(1, (size_t)(N * K)), *x = rand_buf(2, (size_t)(M * K)), *b = rand_buf(3, (size_t)N);
+    float *W = test_rand_buf(1, (size_t)(N * K)), *x = test_rand_buf(2, (size_t)(M * K)), *b = test_rand_buf(3, (size_t)N);
     float *ref = malloc(sizeof(float) * (size_t)(M * N)), *y = malloc(sizeof(float) * (size_t)(M * N));
     CHECK(W && x && b && ref && y);
     if (!W || !x || !b || !ref || !y) goto done;

@@ -10,17 +10,11 @@
 
 enum { N_SRC = 3, S = 7, D = 20, DV = 12, R = 5 };
 
-static void fill(float *v, int n, uint64_t seed) {
-    qkv_rng r;
-    qkv_rng_init(&r, seed);
-    for (int i = 0; i < n; i++) v[i] = 2.0f * qkv_rng_uniform(&r) - 1.0f;
-}
-
 TEST(rows_attend_to_their_own_source) {
     static float q[R * D], keys[N_SRC * S * D], vals[N_SRC * S * DV], pad[N_SRC * S], out[R * DV], w[R * S];
-    fill(q, R * D, 1);
-    fill(keys, N_SRC * S * D, 2);
-    fill(vals, N_SRC * S * DV, 3);
+    test_fill_uniform(q, R * D, 1);
+    test_fill_uniform(keys, N_SRC * S * D, 2);
+    test_fill_uniform(vals, N_SRC * S * DV, 3);
     memset(pad, 0, sizeof pad);
     for (int j = 4; j < S; j++) pad[0 * S + j] = 1.0f; /* source 0: 4 tokens */
     for (int j = 0; j < S; j++) pad[2 * S + j] = 1.0f; /* source 2: nothing to attend to */

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "qkv/rng.h"
+
 static int n_passed, n_failed, n_skipped;
 static bool cur_failed, cur_skipped;
 static const char *cur_name;
@@ -151,4 +153,16 @@ qkv_tensor *test_st_ctx_read(qkv_ctx *ctx, qkv_st_file *f, const char *name) {
     if (c) qkv_tensor_copy(c, t);
     qkv_tensor_free(t);
     return c;
+}
+
+void test_fill_uniform(float *v, size_t n, uint64_t seed) {
+    qkv_rng r;
+    qkv_rng_init(&r, seed);
+    for (size_t i = 0; i < n; i++) v[i] = 2.0f * qkv_rng_uniform(&r) - 1.0f;
+}
+
+float *test_rand_buf(uint64_t seed, size_t n) {
+    float *v = malloc(sizeof(float) * (n ? n : 1));
+    if (v) test_fill_uniform(v, n, seed);
+    return v;
 }

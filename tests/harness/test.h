@@ -41,6 +41,10 @@ void test_fail_at(const char *file, int line, const char *fmt, ...) __attribute_
 /* Largest |a-b| - (atol + rtol*|b|) violation between two tensors of the same shape (any strides). Prints the
  * max abs difference with `what`; returns true when within tolerance. */
 bool test_allclose(const char *what, const qkv_tensor *a, const qkv_tensor *b, double rtol, double atol);
+/* v[0..n) uniform in [-1, 1) from a generator seeded with seed (the same values for the same seed). */
+void test_fill_uniform(float *v, size_t n, uint64_t seed);
+/* A malloc'd buffer of n such values (at least one element; the caller frees), NULL when out of memory. */
+float *test_rand_buf(uint64_t seed, size_t n);
 /* True when the file exists. */
 bool test_file_exists(const char *path);
 /* The whole file as a NUL-terminated malloc'd string (the caller frees), or NULL when it cannot be read. */
