@@ -1,6 +1,8 @@
 """Attention patterns of a pretrained qkv bert run (issue 25): for every layer and head, the average attention mass a
 token gives to the previous token, the next token, the [SEP] tokens and [CLS], over held-out text (the patterns
-bertviz users look for: Clark et al. 2019, "What does BERT look at?"). The text is paired as in pretraining: two
+bertviz users look for: Clark et al. 2019, "What does BERT look at?"); also the mass the [SEP] tokens give to the
+[SEP] tokens (the [SEP]-to-[SEP] pattern of bertviz's model view), to themselves, and to punctuation (Clark et al.'s
+other no-op target). The text is paired as in pretraining: two
 consecutive paragraphs of the file make [CLS] A [SEP] B [SEP] (segment ids 0 / 1), cut to the run's max_len.
 Queries are the real tokens (padding left out); a row's mass over its keys sums to 1.
   python3 bench/quality/bert_attention.py RUN [--text FILE] [--max-pairs N] [--qkv BIN] [--out DIR]
@@ -120,6 +122,11 @@ def main():
     nxt = prev.t().clone()
     is_sep = (ids == SEP).float()[:, None, None, :]
     is_cls = (ids == CLS).float()[:, None, None, :]
+    sep_q = (ids == SEP)
+    punct = torch.zeros(ids.shape)
+    for t in (".", ",", ";", ":", "!", "?"):
+        if t in toks:
+            punct += (ids == toks.index(t)).float()
     # next token: only where a next real token exists (the last [SEP] has none): averaged over those queries
     has_next = torch.zeros_like(mask, dtype=torch.bool)
     for i, r in enumerate(rows):
@@ -134,10 +141,14 @@ def main():
                            (real & (torch.arange(T) > 0)).sum().item(),
                    "next": ((w * nxt).sum(-1) * has_next.float()).sum().item() / has_next.sum().item(),
                    "sep": ((w * is_sep[:, 0]).sum(-1) * q).sum().item() / n_q,
-                   "cls": ((w * is_cls[:, 0]).sum(-1) * q).sum().item() / n_q}
+                   "cls": ((w * is_cls[:, 0]).sum(-1) * q).sum().item() / n_q,
+                   "sep_from_sep": ((w * is_sep[:, 0]).sum(-1) * sep_q).sum().item() / sep_q.sum().item(),
+                   "self": (torch.diagonal(w, dim1=1, dim2=2) * q).sum().item() / n_q,
+                   "punct": ((w * punct[:, None, :]).sum(-1) * q).sum().item() / n_q}
             out.append({k: round(v, 4) if isinstance(v, float) else v for k, v in res.items()})
     os.makedirs(a.out, exist_ok=True)
-    best = {k: max(out, key=lambda r: r[k]) for k in ("prev", "next", "sep", "cls")}
+    cols = ("prev", "next", "sep", "cls", "sep_from_sep", "self", "punct")
+    best = {k: max(out, key=lambda r: r[k]) for k in cols}
     summary = {"run": os.path.abspath(a.run), "text": os.path.abspath(a.text), "pairs": len(rows), "queries": n_q,
                "heads": out, "strongest": {k: {"layer": v["layer"], "head": v["head"], "mass": v[k]}
                                            for k, v in best.items()}}
@@ -145,9 +156,13 @@ def main():
     with open(os.path.join(a.out, "attention_patterns.md"), "w") as f:
         f.write(f"Average attention mass over {n_q} tokens of {len(rows)} held-out paragraph pairs "
                 f"({os.path.basename(a.text)}), run `{os.path.basename(os.path.abspath(a.run))}`.\n\n")
-        f.write("| layer | head | previous | next | [SEP] | [CLS] |\n|---|---|---|---|---|---|\n")
+        f.write(f"Columns: the mass every token gives to the previous token, the next, the [SEP] tokens and [CLS]; then "
+                f"the mass the {int(sep_q.sum().item())} [SEP] tokens give to the [SEP] tokens; the mass every token "
+                f"gives to itself and to punctuation. Bold: the strongest head of each column.\n\n")
+        f.write("| layer | head | previous | next | [SEP] | [CLS] | [SEP] from [SEP] | self | punctuation |\n"
+                "|---|---|---|---|---|---|---|---|---|\n")
         for r in out:
-            cells = [f"**{r[k]:.2f}**" if best[k] is r else f"{r[k]:.2f}" for k in ("prev", "next", "sep", "cls")]
+            cells = [f"**{r[k]:.2f}**" if best[k] is r else f"{r[k]:.2f}" for k in cols]
             f.write(f"| {r['layer']} | {r['head']} | " + " | ".join(cells) + " |\n")
     first = " ".join(paras[:2])
     subprocess.run([a.qkv, "attend", "--run", a.run, "-o", os.path.join(a.out, "attend.html"), first[:400]],
