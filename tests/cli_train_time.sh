@@ -31,6 +31,14 @@ secs=$(grep '"kind":"eval"' "$d/timed/log.jsonl" | sed -E 's/.*"train_seconds":(
 check "eval.every_seconds 0.25 over 1.2 s: an eval at every 0.25 s of training and the last step, at 0.25 s steps ($secs)" \
   '[ $rc = 0 ] && [ "$evals" -ge 5 ] && echo "$secs" | awk "{for (i = 1; i <= 4; i++) if (\$i < 0.25 * i || \$i > 0.25 * i + 0.2) exit 1}"'
 
+# Both cadences at once: a step scored by one is not scored again by the other or by the last-step eval.
+sed -e 's/"max_seconds": 1.5/"max_seconds": 1.2/' -e 's/"every": 1000}/"every": 7, "every_seconds": 0.3}/' \
+  "$d/c.json" > "$d/both.json"
+"$QKV" train --config "$d/both.json" --run "$d/both" --quiet; rc=$?
+steps=$(grep '"kind":"eval"' "$d/both/log.jsonl" | sed -E 's/.*"step":([0-9]+).*/\1/')
+check "eval.every with eval.every_seconds: every eval at its own step ($(echo $steps | wc -w) evals)" \
+  '[ $rc = 0 ] && [ -n "$steps" ] && [ -z "$(echo "$steps" | sort | uniq -d)" ]'
+
 # qkv plot draws the run's curves; a source without the field is bad input naming it.
 "$QKV" plot -o "$d/curve.svg" --x minutes --y accuracy "qkv run=$d/run" 2>"$d/err"; rc=$?
 check "qkv plot writes an SVG of the dev accuracy against minutes" '[ $rc = 0 ] && grep -q "<svg" "$d/curve.svg" && grep -q "qkv run" "$d/curve.svg" && grep -q "minutes of training" "$d/curve.svg"'

@@ -603,8 +603,9 @@ qkv_status qkv_run_train(qkv_run *r, const qkv_train_hooks *hooks, qkv_train_out
         if (stop) out = QKV_TRAIN_EARLY_STOP;
         if (stop) break;
     }
-    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev &&
-                     ((eval_every > 0 && r->state.step % eval_every) || (every_s > 0 && last_eval_step != r->state.step));
+    /* Either cadence may have scored the last step already (eval.every and eval.every_seconds together): once. */
+    bool last_eval = out == QKV_TRAIN_TIME_LIMIT && r->have_dev && (eval_every > 0 || every_s > 0) &&
+                     last_eval_step != r->state.step;
     bool last_save = (out == QKV_TRAIN_STOPPED || out == QKV_TRAIN_TIME_LIMIT) && !saved;
     if (st == QKV_OK && L.zero && (last_eval || last_save)) st = qkv__zero_collect(L.zero, true);
     if (st == QKV_OK && last_eval && L.rank == 0) {
