@@ -4,6 +4,7 @@
   /usr/bin/python3 bench/quality/reformer.py quality --seconds S [--concurrent] [--toy] [--threads N] [--out DIR]
   /usr/bin/python3 bench/quality/reformer.py memory [--lengths 1024,2048,4096] [--toy] [--budget-gib 24]
   /usr/bin/python3 bench/quality/reformer.py chat --seconds S [--toy] [--script FILE] [--out DIR]
+  /usr/bin/python3 bench/quality/reformer.py throughput [--lengths 1024,4096,16384] [--steps 5] [--threads N]
 
 quality: reformer_lm (bench/quality/lm_reformer_16k.json) and gpt (bench/quality/lm_gpt.json) each train S seconds
 of training proper (train.max_seconds; evaluations not counted) on ../shared/data/lm, then `qkv eval` scores the
@@ -27,6 +28,10 @@ positions bound the chat's context), evaluated on the dev conversations --evals 
 the checkpoint of lowest dev loss, then `qkv chat --script` on a session made of real lines: the first user turns
 (Person 1) of the first dev conversations whose opening is short, /save after the first conversation and /reset
 between them (or --script FILE). Prints the transcript and the run's dev bits per character.
+
+throughput: training speed of the two models at equal width and depth (reformer_lm set to the GPT's d and
+n_layers), batch 1, one window of T tokens a step, for each T: the median of `qkv train`'s logged tok_per_s over the
+steps after the first, and the process's peak RSS and CPU seconds.
 
 --toy shrinks every model (d 32, 2 layers, contexts of 256) so the whole script checks itself in a minute; its
 numbers mean nothing. Run from the repository root; --qkv picks the binary (default build/qkv); --out keeps the
@@ -260,6 +265,34 @@ def memory(a):
                   "longest_context_extrapolated": longest(coef, a.budget_gib * 1024.0)})
 
 
+def throughput(a):
+    """Training tokens/s of the two models at equal width and depth (the GPT's d and layers for both), batch 1, one
+    window of T tokens a step: the median over the logged steps after the first (warm-up) of `qkv train`'s own
+    tok_per_s, and the peak RSS of the process."""
+    layers = json.load(open(CONFIGS["gpt"]))["model"]["n_layers"]
+    for T in [int(x) for x in a.lengths.split(",")]:
+        for model in MODELS:
+            run = new_dir(a, f"qkv-tput-{model}-")
+            extra = (TOY[model] if a.toy else []) + [
+                f"model.n_ctx={T}", f"data.seq_len={T}", "train.batch_size=1", f"train.steps={a.steps}",
+                "train.log_every=1", "eval.every=1000000"]
+            if model == "reformer_lm":
+                extra += ["model.axial_shape=\"\""] + ([] if a.toy else [f"model.n_layers={layers}"])
+            c = run_child(train_cmd(a.qkv, model, run, extra), thread_env(a.threads), os.path.join(run, "train.stderr"))
+            rates = []
+            if c.rc == 0:
+                for line in open(os.path.join(run, "log.jsonl")):
+                    r = json.loads(line)
+                    if r.get("kind") == "train" and r.get("step", 0) >= 2 and "tok_per_s" in r:
+                        rates.append(r["tok_per_s"])
+            rates.sort()
+            emit({"part": "throughput", "model": model, "toy": a.toy, "seq_len": T, "n_layers": layers,
+                  "threads": a.threads, "steps": len(rates) + 1,
+                  "tokens_per_s_median": round(rates[len(rates) // 2], 1) if rates else None,
+                  "peak_rss_mib": round(c.rss_mib, 1), "cpu_s": round(c.user + c.sys, 1),
+                  "status": "ok" if c.rc == 0 and rates else f"train failed ({c.rc})"})
+
+
 TURN = re.compile(r"(?:^| )Person ([12]): ")
 
 
@@ -338,7 +371,7 @@ def chat(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["quality", "memory", "chat"])
+    ap.add_argument("part", choices=["quality", "memory", "chat", "throughput"])
     ap.add_argument("--qkv", default=os.path.join(ROOT, "build", "qkv"))
     ap.add_argument("--seconds", type=float, default=600, help="training budget per model (quality, chat)")
     ap.add_argument("--threads", type=int, help="threads of each qkv process (default 2, --concurrent 1)")
@@ -349,7 +382,8 @@ def main():
                          "configs' eval.every and the last; default 0 for quality, 4 for chat)")
     ap.add_argument("--out", help="keep the runs under this directory (default: temporary directories)")
     ap.add_argument("--toy", action="store_true", help="tiny models: checks the script, measures nothing")
-    ap.add_argument("--lengths", default="1024,2048,4096", help="memory: context lengths measured")
+    ap.add_argument("--lengths", default="1024,2048,4096", help="memory, throughput: context lengths measured")
+    ap.add_argument("--steps", type=int, default=5, help="throughput: training steps per model and length")
     ap.add_argument("--budget-gib", type=float, default=24.0, help="memory: the budget extrapolated to")
     ap.add_argument("--script", help="chat: a session file (default: real lines of the dev conversations)")
     ap.add_argument("--max-tokens", type=int, default=200, help="chat: longest reply")
@@ -363,7 +397,7 @@ def main():
         a.threads = 1 if a.concurrent else 2
     if a.evals is None:
         a.evals = 4 if a.part == "chat" else 0
-    {"quality": quality, "memory": memory, "chat": chat}[a.part](a)
+    {"quality": quality, "memory": memory, "chat": chat, "throughput": throughput}[a.part](a)
 
 
 if __name__ == "__main__":

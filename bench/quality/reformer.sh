@@ -2,7 +2,7 @@
 # Reformer LM (issue 27): bits/char of reformer_lm vs gpt at equal wall-clock on ../shared/data/lm, peak memory at a
 # few context lengths with the longest context each fits in 24 GiB (extrapolated, and said so), and a chat model
 # trained on `qkv data dialogue` output then run through `qkv chat --script`. See bench/quality/reformer.py.
-#   bench/quality/reformer.sh [quality|memory|chat|all] [BUDGET_SECONDS]
+#   bench/quality/reformer.sh [quality|memory|chat|throughput|all] [BUDGET_SECONDS]
 #     QKV=path/to/qkv  THREADS=N (default 2; 1 with CONCURRENT=1)  TOY=1  LENGTHS=1024,2048,4096
 #     CONCURRENT=1: quality trains both models at the same time, THREADS each (same load on a shared machine)
 #     OUT=DIR: keep the runs under DIR          EVALS=N: dev evaluations during training (reformer.py --evals)
@@ -20,10 +20,11 @@ set -- --qkv "$QKV" --threads "$THREADS"
 [ -n "${OUT:-}" ] && set -- "$@" --out "$OUT"
 [ -n "${EVALS:-}" ] && set -- "$@" --evals "$EVALS"
 cd "$ROOT"
-for p in quality memory chat; do
+for p in quality memory chat throughput; do
   [ "$PART" = all ] || [ "$PART" = "$p" ] || continue
   case $p in
     memory) /usr/bin/python3 "$HERE/reformer.py" memory --lengths "$LENGTHS" "$@" ;;
+    throughput) /usr/bin/python3 "$HERE/reformer.py" throughput --lengths "$LENGTHS" "$@" ;;
     quality) if [ "${CONCURRENT:-0}" != 0 ]; then
                /usr/bin/python3 "$HERE/reformer.py" quality --seconds "$BUDGET" --concurrent "$@"
              else
