@@ -31,6 +31,17 @@ check "run leaves a Hugging Face directory" '[ -f "$T/run/hf/model.safetensors" 
 "$QKV" attend --model "$T/run/hf" -o "$T/a.html" "Elinor was sensible. Marianne was not." > "$T/out" 2>&1; rc=$?
 check "qkv attend --model reads it" '[ $rc = 0 ] && [ -s "$T/a.html" ] && grep -q "1 layers x 2 heads" "$T/out"'
 
+# --pair: [CLS] A [SEP] B [SEP] with segment ids 0 then 1; the same ids with segment 0 throughout (a literal [SEP]
+# in one sentence) must give other maps, or the segments were not passed.
+"$QKV" attend --model "$T/run/hf" -o "$T/p.html" --pair "Marianne was not." "Elinor was sensible." > "$T/out" 2>&1; rc=$?
+"$QKV" attend --model "$T/run/hf" -o "$T/s.html" "Elinor was sensible. [SEP] Marianne was not." > "$T/out2" 2>&1
+ntok() { grep -o "([0-9]* tokens" "$1"; }
+maps() { sed -n 's/.*"maps":\(.*\)/\1/p' "$1"; }
+check "qkv attend --pair reads a sentence pair with its segments" \
+  '[ $rc = 0 ] && [ "$(grep -o "\[SEP\]" "$T/p.html" | wc -l)" -ge 2 ] && [ -n "$(ntok "$T/out")" ] && [ "$(ntok "$T/out")" = "$(ntok "$T/out2")" ] && [ "$(maps "$T/p.html")" != "$(maps "$T/s.html")" ]'
+"$QKV" attend --run "$T/run" --pair "B." -o "$T/x.html" "A." 2> "$T/err"; rc=$?
+check "--pair with --run is a usage error" '[ $rc = 1 ] && grep -q "pair goes with --model" "$T/err"'
+
 "$QKV" attend --run "$T/run" -o "$T/r.html" "Elinor was sensible." > /dev/null 2>&1; rc=$?
 check "qkv attend --run shows the run's self-attention" '[ $rc = 0 ] && grep -q "self-attention, row of" "$T/r.html"'
 check "qkv attend --run names the special tokens" 'grep -q "\[CLS\]" "$T/r.html" && grep -q "\[SEP\]" "$T/r.html"'

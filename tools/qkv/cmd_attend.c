@@ -15,12 +15,14 @@
 
 static void help(FILE *out) {
     fprintf(out,
-            "usage: qkv attend --model DIR [--tokenizer TDIR] [--word W] [-o FILE] \"sentence\"\n"
+            "usage: qkv attend --model DIR [--tokenizer TDIR] [--word W] [--pair \"second\"] [-o FILE] \"sentence\"\n"
             "       qkv attend --run RUN [--checkpoint FILE] [--word W] [-o FILE] \"sentence\"\n\n"
             "Runs a Hugging Face BERT / RoBERTa / GPT-2 checkpoint (DIR: config.json + model.safetensors) on the\n"
             "sentence with output_attentions and writes the attention viewer page (default attend.html): every\n"
             "layer's per-head maps, and the words highlighted by the attention of the target word W (its first\n"
             "token; default: [CLS] / <s> for BERT and RoBERTa, the last token for GPT-2).\n"
+            "--pair \"second\": a BERT (WordPiece) checkpoint reads [CLS] sentence [SEP] second [SEP] with segment\n"
+            "ids 0 then 1, as in pretraining's sentence pairs (the [SEP] heads show there).\n"
             "The tokenizer comes from TDIR (default DIR): vocab.txt (BERT WordPiece, uncased) or vocab.json +\n"
             "merges.txt (GPT-2 / RoBERTa byte-level BPE; RoBERTa needs its own vocab.json, not GPT-2's).\n"
             "--run RUN: a qkv-trained run instead, with its own tokenizer: transformer_classifier (default row:\n"
@@ -50,11 +52,14 @@ static int load_tokenizer(const char *dir, tokenizer *t) {
 }
 
 /* Ids and display labels of the sentence, with the model's special tokens. labels: n strdup'ed strings. */
-static int tokenize(const tokenizer *t, const qkv_hf_config *cfg, const char *text, qkv_encoding *e, char ***labels) {
+static int tokenize(const tokenizer *t, const qkv_hf_config *cfg, const char *text, const char *pair, qkv_encoding *e,
+                    char ***labels) {
     size_t len = strlen(text);
     qkv_status st;
+    if (pair && (!t->wp || cfg->arch != QKV_HF_BERT))
+        return cli_error("attend", CLI_USAGE, "--pair needs a BERT checkpoint with a WordPiece vocab.txt");
     if (t->wp) {
-        st = qkv_wordpiece_encode(t->wp, text, len, NULL, 0, true, e);
+        st = qkv_wordpiece_encode(t->wp, text, len, pair, pair ? strlen(pair) : 0, true, e);
     } else {
         st = qkv_bpe_encode_full(t->bpe, text, len, e);
         if (!st && cfg->arch == QKV_HF_ROBERTA) {
@@ -117,7 +122,7 @@ static int attend_run(const char *run_dir, const char *ckpt, const char *text, c
 
 static int run(int argc, char **argv) {
     const char *dir = NULL, *tdir = NULL, *word = NULL, *out = "attend.html", *text = NULL, *run_dir = NULL,
-               *ckpt = NULL;
+               *ckpt = NULL, *pair = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v) dir = argv[++i];
@@ -125,6 +130,7 @@ static int run(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint") && v) ckpt = argv[++i];
         else if (!strcmp(a, "--tokenizer") && v) tdir = argv[++i];
         else if (!strcmp(a, "--word") && v) word = argv[++i];
+        else if (!strcmp(a, "--pair") && v) pair = argv[++i];
         else if (!strcmp(a, "-o") && v) out = argv[++i];
         else if (a[0] == '-' && a[1]) return cli_error("attend", CLI_USAGE, "unknown option '%s'", a);
         else if (!text) text = a;
@@ -132,6 +138,7 @@ static int run(int argc, char **argv) {
     }
     if (run_dir && dir) return cli_error("attend", CLI_USAGE, "--model and --run exclude each other");
     if (run_dir && tdir) return cli_error("attend", CLI_USAGE, "--tokenizer goes with --model (a run has its own)");
+    if (run_dir && pair) return cli_error("attend", CLI_USAGE, "--pair goes with --model");
     if (text && cli_prepare_out("attend", out, false)) return CLI_INPUT;
     if (run_dir && text) return attend_run(run_dir, ckpt, text, word, out);
     if (!(dir || run_dir) || !text)
@@ -145,7 +152,7 @@ static int run(int argc, char **argv) {
     char **labels = NULL;
     qkv_ctx *ctx = qkv_ctx_new();
     int rc = load_tokenizer(tdir ? tdir : dir, &tk);
-    if (!rc) rc = tokenize(&tk, cfg, text, &e, &labels);
+    if (!rc) rc = tokenize(&tk, cfg, text, pair, &e, &labels);
     if (!rc && qkv_hf_check_vocab(m, (int64_t)(tk.wp ? qkv_wordpiece_vocab_size(tk.wp) : qkv_bpe_vocab_size(tk.bpe))))
         rc = cli_error("attend", CLI_INPUT, "%s", qkv_last_error());
     int row = cfg->arch == QKV_HF_GPT2 ? (int)e.n - 1 : 0;
@@ -155,8 +162,11 @@ static int run(int argc, char **argv) {
     if (!rc) {
         qkv_ctx_set_grad(ctx, false);
         qkv_tensor *ids = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(1, (int64_t)e.n));
+        qkv_tensor *types = pair ? qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(1, (int64_t)e.n)) : NULL;
         if (ids) memcpy(ids->data, e.ids, sizeof(int32_t) * e.n);
-        if (!ids || qkv_hf_forward(ctx, m, &(qkv_hf_inputs){.input_ids = ids}, true, &o))
+        if (types) memcpy(types->data, e.type_ids, sizeof(int32_t) * e.n);
+        if (!ids || (pair && !types) ||
+            qkv_hf_forward(ctx, m, &(qkv_hf_inputs){.input_ids = ids, .token_type_ids = types}, true, &o))
             rc = cli_error("attend", cli_status_exit(qkv_last_status()), "%s", qkv_last_error());
     }
     if (!rc) {
@@ -171,7 +181,7 @@ static int run(int argc, char **argv) {
             maps[l].row_labels = (const char *const *)labels;
             maps[l].highlight = true;
         }
-        snprintf(title, sizeof title, "%s", text);
+        snprintf(title, sizeof title, pair ? "%s | %s" : "%s%s", text, pair ? pair : "");
         snprintf(sub, sizeof sub, "%s (%s, %lld layers, %lld heads): attention of '%s'", dir,
                  qkv_hf_arch_name(cfg->arch), (long long)cfg->num_layers, (long long)cfg->num_heads, labels[row]);
         qkv_viz_example ex = {.title = title, .n_tokens = (int)e.n, .tokens = (const char *const *)labels,
