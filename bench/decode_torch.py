@@ -2,7 +2,7 @@
 """PyTorch's batched greedy decoding on the architectures of `qkv bench decode` (tools/qkv/bench_decode.c), printing
 JSON lines with the same fields, so the two can be compared in one session:
 
-  python3 bench/decode_torch.py --model lstm|transformer|gpt [--batch 64] [--seq-len 32] [--threads N]
+  python3 bench/decode_torch.py --model lstm|transformer|gpt [--batch 64] [--seq-len 32] [--threads N] [--blas-threads N]
 
 Random weights, the length forced (EOS never ends a row, like qkv's bench), incremental decoding as a PyTorch user
 would write it: the LSTM carries (h, c), the Transformer and the GPT keep per-layer K/V caches; one step feeds one
@@ -13,12 +13,29 @@ emb/hidden 256 LSTM with general attention; d 256, 4 heads, d_ff 1024, 3+3 pre-n
 import argparse
 import json
 import math
+import os
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def blas_threads_from_argv():
+    """--threads N must bind the BLAS too: Debian's PyTorch calls the system OpenBLAS (its pthreads build), which
+    starts a pool of its own with one thread per CPU and takes no orders from torch.set_num_threads. So at "1
+    thread" PyTorch's GEMMs ran on every core, its wall-clock time below its CPU time. OpenBLAS reads its thread
+    count once, when it is loaded: the variable is set before torch is imported."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--threads", type=int, default=1)
+    pre.add_argument("--blas-threads", type=int, default=0)
+    a, _ = pre.parse_known_args(sys.argv[1:])
+    return a.blas_threads if a.blas_threads > 0 else a.threads
+
+
+os.environ["OPENBLAS_NUM_THREADS"] = str(blas_threads_from_argv())
+
+import torch  # noqa: E402 (after OPENBLAS_NUM_THREADS)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 V = 8000
 
@@ -146,6 +163,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--blas-threads", type=int, default=0,
+                    help="OpenBLAS's own threads (default: --threads; blas_threads_from_argv)")
     ap.add_argument("--max-seconds", type=float, default=5.0)
     ap.add_argument("--min-steps", type=int, default=3)
     a = ap.parse_args()
@@ -172,11 +191,12 @@ def main():
         t0 = time.perf_counter()
         decode()
         warm = time.perf_counter() - t0
-        ms, start = [], time.perf_counter()
+        ms, cpu, start = [], [], time.perf_counter()
         while len(ms) < a.min_steps or time.perf_counter() - start < a.max_seconds:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             decode()
             ms.append((time.perf_counter() - t) * 1e3)
+            cpu.append((time.process_time() - c) * 1e3)
             if len(ms) >= 200:
                 break
     med, best = statistics.median(ms), min(ms)
@@ -188,6 +208,7 @@ def main():
         "ms_step_mean": round(statistics.mean(ms), 3), "tokens_per_step": B * T,
         "tokens_per_s_median": round(B * T * 1e3 / med, 1), "tokens_per_s_best": round(B * T * 1e3 / best, 1),
         "seqs_per_s_median": round(B * 1e3 / med, 2), "seqs_per_s_best": round(B * 1e3 / best, 2),
+        "cpu_ms_step_median": round(statistics.median(cpu), 3), "blas_threads": int(os.environ["OPENBLAS_NUM_THREADS"]),
         "warmup_s": round(warm, 2)}))
 
 

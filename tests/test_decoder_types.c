@@ -9,6 +9,7 @@
 #include <string.h>
 
 
+#include "ops/log_softmax_rows.h"
 #include "random_model.h"
 #include "qkv/beam.h"
 #include "qkv/decode.h"
@@ -236,6 +237,55 @@ TEST(every_decoder_batches_reorders_and_matches_forward) {
     lstm_attention = NULL;
 }
 
+/* A step's raw logits (step_logits, which greedy search reads) are the very numbers its normalised step takes the
+ * log_softmax of: the two paths give the same bits after log_softmax, for several rows (the packed products) and
+ * after a reorder. The LSTM and the Transformer write the projection straight into the caller's buffer. */
+TEST(step_logits_are_the_logits_the_step_normalises) {
+    int tried = 0;
+    for (int i = 0; i < qkv_model_type_count(); i++) {
+        const qkv_model_type *t = qkv_model_type_at(i);
+        built b;
+        qkv_decoder d;
+        if (!t->decoder || !build(t, &b) || qkv_model_decoder(t, b.m, &d) != QKV_OK || !d.ops->step_logits ||
+            !d.info.log_probs) {
+            if (t->decoder) unbuild(&b);
+            continue;
+        }
+        tried++;
+        int64_t V = d.info.vocab;
+        qkv_decoder_state *st[2];
+        for (int k = 0; k < 2; k++)
+            st[k] = d.info.needs_source ? d.ops->start(d.model, SRC, LEN, N_SRC, S, PER_SRC, STEPS)
+                                        : d.ops->start(d.model, NULL, NULL, N_SRC, 0, PER_SRC, STEPS);
+        float *lp = malloc(sizeof(float) * (size_t)(ROWS * V)), *raw = malloc(sizeof(float) * (size_t)(ROWS * V));
+        float *norm = malloc(sizeof(float) * (size_t)(ROWS * V));
+        CHECKF(st[0] && st[1] && lp && raw && norm, "%s start: %s", t->name, qkv_last_error());
+        int R = ROWS, same = 1;
+        for (int step = 0; st[0] && st[1] && lp && raw && norm && step < 3; step++) {
+            int32_t tok[ROWS];
+            for (int r = 0; r < R; r++) tok[r] = step == 0 ? 1 : 3 + (int32_t)((r * 5 + step * 3) % (V - 3));
+            CHECK_OK(d.ops->step(st[0], tok, lp, NULL));
+            CHECK_OK(d.ops->step_logits(st[1], tok, raw, NULL));
+            qkv__log_softmax_rows(norm, raw, R, V);
+            same &= !memcmp(norm, lp, sizeof(float) * (size_t)(R * V));
+            if (step == 0) { /* a beam-like reorder: row 2 dropped, row 0 repeated */
+                const int32_t from[ROWS - 1] = {1, 0, 0};
+                R = ROWS - 1;
+                CHECK_OK(d.ops->reorder(st[0], from, R));
+                CHECK_OK(d.ops->reorder(st[1], from, R));
+            }
+        }
+        CHECKF(same, "%s: log_softmax of step_logits differs from step", t->name);
+        for (int k = 0; k < 2; k++)
+            if (st[k]) d.ops->free(st[k]);
+        free(lp);
+        free(raw);
+        free(norm);
+        unbuild(&b);
+    }
+    CHECKF(tried >= 2, "only %d decoders with normalised steps and raw logits", tried);
+}
+
 /* The search algorithms of beam.h take any decoder: on a language model (no source) greedy decoding's scores are
  * the log-probabilities of its tokens, also when the model's steps return raw logits. */
 TEST(search_over_a_language_model_normalises_its_scores) {
@@ -313,6 +363,7 @@ TEST(types_without_a_decoder_cannot_generate) {
 int main(void) {
     RUN(every_decoder_batches_reorders_and_matches_forward);
     RUN(search_over_a_language_model_normalises_its_scores);
+    RUN(step_logits_are_the_logits_the_step_normalises);
     RUN(types_without_a_decoder_cannot_generate);
     return test_finish();
 }

@@ -10,6 +10,7 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/linear_rows.h"
 #include "ops/log_softmax_rows.h"
 #include "ops/row_attention.h"
 #include "seq2seq_internal.h"
@@ -312,17 +313,20 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
         cx = qkv_nn_score_attention_forward(w, &m->attn, top, s->henc, NULL, s->pad, &a);
     }
     qkv_tensor *ht = combine(w, m, cx, top);
-    qkv_tensor *logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht));
-    if (!logits || !a) return qkv_last_status();
+    /* Raw logits go straight into the caller's buffer (no 2 MB copy a step at 64 rows). */
+    qkv_tensor *logits = s->raw ? NULL : qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht));
+    if (!ht || (!s->raw && !logits) || !a) return qkv_last_status();
+    if (s->raw) {
+        qkv_status rc = qkv__linear_rows(w, ht, m->gen.weight, m->gen.bias, logprobs);
+        if (rc) return rc;
+    }
     for (int l = 0; l < m->cfg.num_layers; l++) {
         qkv_status rc;
         if ((rc = qkv_tensor_copy(s->h[l], h[l])) || (rc = qkv_tensor_copy(s->c[l], c[l]))) return rc;
     }
     qkv_status rc = qkv_tensor_copy(s->feed, ht);
     if (rc) return rc;
-    if (s->raw)
-        memcpy(logprobs, logits->data, sizeof(float) * (size_t)s->rows * (size_t)m->cfg.tgt_vocab);
-    else
+    if (!s->raw)
         qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
     if (attn) memcpy(attn, qkv_contiguous(w, a)->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
     return QKV_OK;

@@ -132,13 +132,15 @@ qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_ro
 
 qkv_status qkv__s2s_state_emit(s2s_kv_state *s, qkv_ctx *w, qkv_tensor *logits, qkv_tensor *cw, float *logprobs,
                                float *attn) {
-    logits = qkv_contiguous(w, logits);
-    if (!logits) return qkv_last_status();
-    int64_t V = logits->shape[logits->ndim - 1];
-    if (s->raw)
-        memcpy(logprobs, logits->data, sizeof(float) * (size_t)s->rows * (size_t)V);
-    else
-        qkv__log_softmax_rows(logprobs, logits->data, s->rows, V);
+    if (logits || !s->raw) {
+        logits = qkv_contiguous(w, logits);
+        if (!logits) return qkv_last_status();
+        int64_t V = logits->shape[logits->ndim - 1];
+        if (s->raw)
+            memcpy(logprobs, logits->data, sizeof(float) * (size_t)s->rows * (size_t)V);
+        else
+            qkv__log_softmax_rows(logprobs, logits->data, s->rows, V);
+    }
     if (attn) {
         qkv_tensor *a = qkv_contiguous(w, qkv_mean(w, cw, 1, false));
         if (!a) return qkv_last_status();

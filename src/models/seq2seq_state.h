@@ -50,9 +50,9 @@ qkv_tensor *qkv__s2s_state_cross(s2s_kv_state *s, int l, qkv_tensor *q, float sc
 /* Beam search's reorder: row i becomes old row from[i], for n_rows rows. */
 qkv_status qkv__s2s_state_reorder(s2s_kv_state *s, const int32_t *from, int n_rows);
 
-/* The end of a decoding step: log_softmax of logits [rows, vocab] into logprobs (the logits themselves when raw),
- * the head-mean of the last layer's cross-attention weights cw [rows, H, 1, S] into attn (when asked), and one more
- * step cached. */
+/* The end of a decoding step: log_softmax of logits [rows, vocab] into logprobs (the logits themselves when raw, or
+ * nothing when raw and logits is NULL: the step wrote them there), the head-mean of the last layer's
+ * cross-attention weights cw [rows, H, 1, S] into attn (when asked), and one more step cached. */
 qkv_status qkv__s2s_state_emit(s2s_kv_state *s, qkv_ctx *w, qkv_tensor *logits, qkv_tensor *cw, float *logprobs,
                                float *attn);
 

@@ -11,6 +11,7 @@
 #include "qkv/schema.h"
 #include "core/internal.h"
 #include "ops/gemm_packed.h"
+#include "ops/linear_rows.h"
 #include "seq2seq_internal.h"
 #include "seq2seq_state.h"
 
@@ -241,6 +242,10 @@ static qkv_status tf_step(qkv_decoder_state *st, const int32_t *tokens, float *l
         }
     }
     if (x && m->tf.decoder.final_norm) x = qkv_nn_layer_norm_forward(w, &m->tf.decoder.norm, x);
+    if (s->kv.raw) { /* raw logits straight into the caller's buffer (no copy of rows x vocab floats a step) */
+        qkv_status rc = x ? qkv__linear_rows(w, x, m->gen.weight, m->gen.bias, logprobs) : qkv_last_status();
+        return rc ? rc : qkv__s2s_state_emit(&s->kv, w, NULL, cw, logprobs, attn);
+    }
     return qkv__s2s_state_emit(&s->kv, w, qkv_nn_linear_forward(w, &m->gen, x), cw, logprobs, attn);
 }
 

@@ -254,9 +254,24 @@ qkv_tensor *qkv_nn_encoder_forward_queries(qkv_ctx *ctx, const qkv_nn_encoder *e
         return NULL;
     }
     if (x->ndim == 3 && !check_queries("encoder forward", x, n_queries)) return NULL;
-    for (int i = 0; i < e->num_layers; i++)
-        x = encoder_block(ctx, &e->layers[i], x, i == e->num_layers - 1 ? n_queries : x ? x->shape[1] : 0, mask,
-                          weights ? &weights[i] : NULL);
+    /* Without a tape nothing but a layer's output outlives it: its temporaries (the FFN's hidden rows are 4x the
+     * model's) are dropped before the next layer, so the arena holds one layer's instead of the whole stack's.
+     * A decoding state's encoder pass over a batch of sentences touched ~150 MB of fresh pages for 3 layers. */
+    qkv_tensor *carry = NULL;
+    if (!qkv_ctx_grad_enabled(ctx) && !weights && e->num_layers > 1)
+        carry = qkv_ctx_tensor(ctx, QKV_F32, x->ndim, x->shape);
+    for (int i = 0; i < e->num_layers && x; i++) {
+        bool last = i == e->num_layers - 1;
+        qkv_ctx_mark m = carry ? qkv_ctx_mark_now(ctx) : (qkv_ctx_mark){0};
+        qkv_tensor *y = encoder_block(ctx, &e->layers[i], x, last ? n_queries : x->shape[1], mask,
+                                      weights ? &weights[i] : NULL);
+        if (carry && !last && y) { /* a layer keeps x's shape; carry is x itself from the second layer on */
+            if (qkv_tensor_copy(carry, y) != QKV_OK) return NULL;
+            qkv_ctx_rewind(ctx, &m);
+            y = carry;
+        }
+        x = y;
+    }
     return e->final_norm ? qkv_nn_layer_norm_forward(ctx, &e->norm, x) : x;
 }
 

@@ -11,6 +11,7 @@
 #include "core/par.h"
 #include "ops/gemm_packed.h"
 #include "ops/gemv.h"
+#include "ops/linear_rows.h"
 #include "ops/ops_internal.h"
 #include "qkv/ops.h"
 
@@ -298,29 +299,11 @@ static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
     return QKV_OK;
 }
 
-qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias) {
-    if (!x || !w) return NULL;
-    char sx[96], sw[96];
-    if (!qkv__check_f32("linear", x, "x") || !qkv__check_f32("linear", w, "weight")) return NULL;
-    if (bias && !qkv__check_f32("linear", bias, "bias")) return NULL;
-    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
-        (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))) {
-        qkv_error_set(QKV_ERR_INVALID, "linear: input %s does not fit weight %s ([out, in]) or bias",
-                      qkv_shape_str(x, sx, sizeof sx), qkv_shape_str(w, sw, sizeof sw));
-        return NULL;
-    }
-    x = qkv_contiguous(ctx, x);
-    const float *w_own = qkv_is_contiguous(w) ? w->data : NULL; /* a copy made here could not have a pack */
-    w = qkv_contiguous(ctx, w);
-    if (!x || !w) return NULL;
-    int64_t in = w->shape[1], out = w->shape[0], R = in ? qkv_numel(x) / in : 0;
-    if (in == 0) R = qkv_numel(x);
-    int64_t shape[QKV_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = out;
-    qkv_tensor *y = qkv__out(ctx, QKV_F32, x->ndim, shape);
-    if (!y) return NULL;
-    float *yp = y->data;
+/* yp [R, out] = x W^T (+ bias), x and w contiguous; w_own is w's data when the caller's w was contiguous (only a
+ * parameter's own memory can have a pack). The one path of qkv_linear and qkv__linear_rows. */
+static void linear_rows(const qkv_ctx *ctx, const qkv_tensor *x, const float *w_own, const qkv_tensor *w,
+                        const qkv_tensor *bias, int64_t R, float *yp) {
+    int64_t in = w->shape[1], out = w->shape[0];
     if (bias) {
         const float *bp = bias->data;
         int nth = qkv__par_threads((double)R * (double)out * 2.0 * QKV__PAR_STREAM); /* written: read in, then out */
@@ -336,6 +319,46 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
         else
             gemm_one(R, out, in, 1.0f, x->data, false, in, w->data, true, in, bias ? 1.0f : 0.0f, yp, out);
     }
+}
+
+/* qkv_linear's checks; x and w made contiguous (w_own: the caller's w's data, or NULL when it was copied). */
+static bool linear_args(qkv_ctx *ctx, qkv_tensor **x, qkv_tensor **w, const qkv_tensor *bias, const float **w_own) {
+    char sx[96], sw[96];
+    if (!qkv__check_f32("linear", *x, "x") || !qkv__check_f32("linear", *w, "weight")) return false;
+    if (bias && !qkv__check_f32("linear", bias, "bias")) return false;
+    if ((*x)->ndim < 1 || (*w)->ndim != 2 || (*x)->shape[(*x)->ndim - 1] != (*w)->shape[1] ||
+        (bias && (bias->ndim != 1 || bias->shape[0] != (*w)->shape[0]))) {
+        qkv_error_set(QKV_ERR_INVALID, "linear: input %s does not fit weight %s ([out, in]) or bias",
+                      qkv_shape_str(*x, sx, sizeof sx), qkv_shape_str(*w, sw, sizeof sw));
+        return false;
+    }
+    *x = qkv_contiguous(ctx, *x);
+    *w_own = qkv_is_contiguous(*w) ? (*w)->data : NULL; /* a copy made here could not have a pack */
+    *w = qkv_contiguous(ctx, *w);
+    return *x && *w;
+}
+
+qkv_status qkv__linear_rows(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias, float *y) {
+    const float *w_own = NULL;
+    if (!x || !w) return qkv_error_set(QKV_ERR_INVALID, "linear: input or weight is NULL");
+    if (!linear_args(ctx, &x, &w, bias, &w_own)) return qkv_last_status();
+    int64_t in = w->shape[1];
+    linear_rows(ctx, x, w_own, w, bias, in ? qkv_numel(x) / in : qkv_numel(x), y);
+    return QKV_OK;
+}
+
+qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias) {
+    if (!x || !w) return NULL;
+    const float *w_own = NULL;
+    if (!linear_args(ctx, &x, &w, bias, &w_own)) return NULL;
+    int64_t in = w->shape[1], out = w->shape[0], R = in ? qkv_numel(x) / in : 0;
+    if (in == 0) R = qkv_numel(x);
+    int64_t shape[QKV_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    qkv_tensor *y = qkv__out(ctx, QKV_F32, x->ndim, shape);
+    if (!y) return NULL;
+    linear_rows(ctx, x, w_own, w, bias, R, y->data);
     qkv_tensor *ins[3] = {x, w, bias};
     qkv_node *n = qkv_record(ctx, y, "linear", linear_backward, bias ? 3 : 2, ins);
     if (n) {
