@@ -20,7 +20,8 @@ one task). Every model is scored by `qkv eval --split dev` (per-task metrics of 
 dev examples of each task. Prints one JSON line per (task, model), then a table on stderr. Run again with the same
 --out after a stop, it skips the trainings that finished and resumes the interrupted one from its last checkpoint.
 Another --mixing with the same --out trains only its own multi-task run (multi_equal, multi_temperature2, ...) and
-reuses the pretraining run and the single-task models.
+reuses the pretraining run and the single-task models (--no-singles: trains and scores the multi-task run alone,
+e.g. beside a running proportional one, once the pretraining run has finished).
 
     bench/quality/t5.py --qkv build/qkv [--steps 3000] [--pretrain 1000] [--batch 32] [--cap 20000] [--limit 300]
                         [--train-limit 0] [--d-model 128] [--tokenizer bpe|word] [--bpe-vocab 8000]
@@ -122,6 +123,8 @@ def main():
     ap.add_argument("--bpe-vocab", type=int, default=8000, help="tokens of the shared BPE (256 bytes + merges)")
     ap.add_argument("--mixing", choices=["proportional", "temperature", "equal"], default="proportional")
     ap.add_argument("--temperature", type=float, default=2.0, help="--mixing temperature: T (rates^(1/T))")
+    ap.add_argument("--no-singles", action="store_true",
+                    help="only the multi-task run (another --mixing beside a run that trains the single-task models)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if not 0 < a.pretrain < a.steps:
@@ -152,7 +155,7 @@ def main():
         data=dict(mixing, tasks=task_list(names, f), max_len=a.max_len, tokenizer_from=pre, keep_sentinels=True,
                   **({"tokenizer": "bpe"} if a.tokenizer == "bpe" else {})),
         finetune={"init_from": pre}))}
-    for n in names:
+    for n in [] if a.no_singles else names:
         runs[n] = train(a.qkv, d, "single_" + n, dict(
             common, model=model(a), train=dict(common["train"], steps=a.steps),
             data=dict(single_vocab, tasks=task_list([n], f), max_len=a.max_len)))
@@ -163,7 +166,7 @@ def main():
                       "task_share": share[-1]["task_share"] if share else None}),
           flush=True)
     table = {}
-    for kind in ["multi"] + names:
+    for kind in ["multi"] + ([] if a.no_singles else names):
         out = subprocess.run([a.qkv, "eval", "--run", runs[kind], "--split", "dev", "--json"], capture_output=True,
                              text=True, check=True).stdout
         scores = json.loads(out)["tasks"]
