@@ -59,6 +59,11 @@ def files(qkv, d, a):
     """Each task's train and dev files, cut to the limits (cloze QA made from the Austen text first)."""
     out = {}
     for name, _, folder, _ in TASKS:
+        tr = os.path.join(d, ("cloze_train.jsonl" if folder is None else name + "_train.tsv"))
+        dv = os.path.join(d, ("cloze_dev.jsonl" if folder is None else name + "_dev.tsv"))
+        if os.path.exists(tr) and os.path.exists(dv):
+            out[name] = (tr, dv)  # made by an earlier call with the same --out (a run beside may be reading them)
+            continue
         if folder is None:
             tr, dv = os.path.join(d, "cloze_train.jsonl"), os.path.join(d, "cloze_dev.jsonl")
             mx = ["--max", str(a.train_limit)] if a.train_limit else []
