@@ -130,6 +130,7 @@ def main():
     ap.add_argument("--temperature", type=float, default=2.0, help="--mixing temperature: T (rates^(1/T))")
     ap.add_argument("--no-singles", action="store_true",
                     help="only the multi-task run (another --mixing beside a run that trains the single-task models)")
+    ap.add_argument("--singles", default="", help="comma-separated tasks whose single-task models train ('': all)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if not 0 < a.pretrain < a.steps:
@@ -161,7 +162,8 @@ def main():
                   **({"tokenizer": "bpe"} if a.tokenizer == "bpe" else {})),
         finetune={"init_from": pre}))}
     # The smallest task first (a stop for time leaves the single-task models the comparison needs most).
-    for n in [] if a.no_singles else sorted(names, key=lambda n: sum(1 for _ in open(f[n][0], encoding="utf-8"))):
+    singles = [] if a.no_singles else [n for n in names if not a.singles or n in a.singles.split(",")]
+    for n in sorted(singles, key=lambda n: sum(1 for _ in open(f[n][0], encoding="utf-8"))):
         runs[n] = train(a.qkv, d, "single_" + n, dict(
             common, model=model(a), train=dict(common["train"], steps=a.steps),
             data=dict(single_vocab, tasks=task_list([n], f), max_len=a.max_len)))
@@ -172,7 +174,7 @@ def main():
                       "task_share": share[-1]["task_share"] if share else None}),
           flush=True)
     table = {}
-    for kind in ["multi"] + ([] if a.no_singles else names):
+    for kind in ["multi"] + singles:
         out = subprocess.run([a.qkv, "eval", "--run", runs[kind], "--split", "dev", "--json"], capture_output=True,
                              text=True, check=True).stdout
         scores = json.loads(out)["tasks"]
