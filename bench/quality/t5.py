@@ -1,20 +1,31 @@
 #!/usr/bin/python3
 """Multi-task against single-task T5 at a fixed total budget (issue 26), all through the training engine.
 
+One tokenizer for every model (--tokenizer bpe, the default): a byte-level BPE of --bpe-vocab tokens learned by
+`qkv tokenize train --corpus` from the pretraining corpus plus the training files of the tasks (never a dev or test
+split), so every model can spell Spanish, package names and the label words (no <unk>). Every run takes it through
+data.tokenizer_from and reserves the sentinel ids (data.keep_sentinels), so all models have the same shape.
+--tokenizer word is the earlier setup: the pretraining run's 16k English words for the multi-task model, each
+single-task model's own 16k words.
+
 The multi-task model: span-corruption pretraining on the English corpus of ../shared/data (data.task
 span_corruption over the directory: qkv_documents' training documents, never a dev or test split) for
 PRETRAIN steps, then multi-task fine-tuning for STEPS - PRETRAIN steps from those weights (finetune.init_from, with
 the pretraining tokenizer: data.tokenizer_from, data.keep_sentinels) on five tasks listed in data.tasks and mixed
-in the engine (examples-proportional with cap K):
+in the engine (--mixing: examples-proportional with cap K, temperature T over the capped counts, or equal):
     translate English to Spanish (BLEU), summarize (ROUGE-L F), sentiment (accuracy of the label word),
     question/context cloze QA from `qkv data cloze-qa` (SQuAD EM/F1), paraphrase (accuracy of yes/no).
 Each single-task model has the same size and trains STEPS steps from scratch on its task alone (data.tasks with
 one task). Every model is scored by `qkv eval --split dev` (per-task metrics of greedy decodes) on the first LIMIT
 dev examples of each task. Prints one JSON line per (task, model), then a table on stderr. Run again with the same
 --out after a stop, it skips the trainings that finished and resumes the interrupted one from its last checkpoint.
+Another --mixing with the same --out trains only its own multi-task run (multi_equal, multi_temperature2, ...) and
+reuses the pretraining run and the single-task models (--no-singles: trains and scores the multi-task run alone,
+e.g. beside a running proportional one, once the pretraining run has finished).
 
     bench/quality/t5.py --qkv build/qkv [--steps 3000] [--pretrain 1000] [--batch 32] [--cap 20000] [--limit 300]
-                        [--train-limit 0] [--d-model 128] [--out DIR]
+                        [--train-limit 0] [--d-model 128] [--tokenizer bpe|word] [--bpe-vocab 8000]
+                        [--mixing proportional|temperature|equal] [--temperature 2] [--out DIR]
 """
 import argparse
 import json
@@ -48,6 +59,11 @@ def files(qkv, d, a):
     """Each task's train and dev files, cut to the limits (cloze QA made from the Austen text first)."""
     out = {}
     for name, _, folder, _ in TASKS:
+        tr = os.path.join(d, ("cloze_train.jsonl" if folder is None else name + "_train.tsv"))
+        dv = os.path.join(d, ("cloze_dev.jsonl" if folder is None else name + "_dev.tsv"))
+        if os.path.exists(tr) and os.path.exists(dv):
+            out[name] = (tr, dv)  # made by an earlier call with the same --out (a run beside may be reading them)
+            continue
         if folder is None:
             tr, dv = os.path.join(d, "cloze_train.jsonl"), os.path.join(d, "cloze_dev.jsonl")
             mx = ["--max", str(a.train_limit)] if a.train_limit else []
@@ -59,6 +75,17 @@ def files(qkv, d, a):
         else:
             out[name] = (head(os.path.join(DATA, folder, "train.tsv"), os.path.join(d, name + "_train.tsv"), a.train_limit),
                          head(os.path.join(DATA, folder, "dev.tsv"), os.path.join(d, name + "_dev.tsv"), a.limit))
+    return out
+
+
+def bpe(a, d):
+    """The shared byte-level BPE: the pretraining corpus (--corpus) and the tasks' training files (the cloze QA file
+    is made from the Austen text the corpus already holds), learned once per --out."""
+    out = os.path.join(d, "tokenizer")
+    if not os.path.exists(os.path.join(out, "merges.txt")):
+        tasks = [os.path.join(DATA, folder, "train.tsv") for _, _, folder, _ in TASKS if folder]
+        subprocess.run([a.qkv, "tokenize", "train", "--vocab-size", str(a.bpe_vocab), "--corpus", DATA, "--out", out,
+                        *tasks], check=True, capture_output=True)
     return out
 
 
@@ -97,6 +124,13 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0, help="training examples read per task (0: all)")
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--tokenizer", choices=["bpe", "word"], default="bpe")
+    ap.add_argument("--bpe-vocab", type=int, default=8000, help="tokens of the shared BPE (256 bytes + merges)")
+    ap.add_argument("--mixing", choices=["proportional", "temperature", "equal"], default="proportional")
+    ap.add_argument("--temperature", type=float, default=2.0, help="--mixing temperature: T (rates^(1/T))")
+    ap.add_argument("--no-singles", action="store_true",
+                    help="only the multi-task run (another --mixing beside a run that trains the single-task models)")
+    ap.add_argument("--singles", default="", help="comma-separated tasks whose single-task models train ('': all)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if not 0 < a.pretrain < a.steps:
@@ -107,24 +141,40 @@ def main():
     names = [t[0] for t in TASKS]
     common = {"train": {"batch_size": a.batch, "optimizer": {"lr": 0.001}, "log_every": 100, "checkpoint_every": 250},
               "eval": {"every": 0, "batch_size": 64}, "seed": 1}
+    if a.tokenizer == "bpe":
+        tok = bpe(a, d)
+        vocab = {"tokenizer": "bpe", "tokenizer_from": tok}
+        single_vocab = dict(vocab, keep_sentinels=True)  # the multi-task model's shape
+    else:
+        vocab = single_vocab = {"max_vocab": 16000}
     pre = train(a.qkv, d, "pretrain", dict(common, model=model(a), train=dict(common["train"], steps=a.pretrain),
-                                           data={"task": "span_corruption", "train": DATA, "max_len": a.max_len,
-                                                 "max_vocab": 16000}))
-    runs = {"multi": train(a.qkv, d, "multi", dict(
+                                           data=dict(vocab, task="span_corruption", train=DATA, max_len=a.max_len)))
+    mixing = {"mixing": a.mixing, "mixing_cap": a.cap}
+    multi = "multi"
+    if a.mixing == "temperature":
+        mixing["mixing_temperature"] = a.temperature
+        multi += "_temperature%g" % a.temperature
+    elif a.mixing == "equal":
+        multi += "_equal"
+    runs = {"multi": train(a.qkv, d, multi, dict(
         common, model=model(a), train=dict(common["train"], steps=a.steps - a.pretrain),
-        data={"tasks": task_list(names, f), "mixing": "proportional", "mixing_cap": a.cap, "max_len": a.max_len,
-              "tokenizer_from": pre, "keep_sentinels": True},
+        data=dict(mixing, tasks=task_list(names, f), max_len=a.max_len, tokenizer_from=pre, keep_sentinels=True,
+                  **({"tokenizer": "bpe"} if a.tokenizer == "bpe" else {})),
         finetune={"init_from": pre}))}
-    for n in names:
+    # The smallest task first (a stop for time leaves the single-task models the comparison needs most).
+    singles = [] if a.no_singles else [n for n in names if not a.singles or n in a.singles.split(",")]
+    for n in sorted(singles, key=lambda n: sum(1 for _ in open(f[n][0], encoding="utf-8"))):
         runs[n] = train(a.qkv, d, "single_" + n, dict(
             common, model=model(a), train=dict(common["train"], steps=a.steps),
-            data={"tasks": task_list([n], f), "max_len": a.max_len, "max_vocab": 16000}))
+            data=dict(single_vocab, tasks=task_list([n], f), max_len=a.max_len)))
     share = [json.loads(x) for x in open(os.path.join(runs["multi"], "log.jsonl")) if '"task_share"' in x]
     print(json.dumps({"bench": "t5_quality", "steps": a.steps, "pretrain_steps": a.pretrain, "batch": a.batch,
-                      "cap": a.cap, "d_model": a.d_model, "task_share": share[-1]["task_share"] if share else None}),
+                      "cap": a.cap, "d_model": a.d_model, "tokenizer": a.tokenizer, "mixing": a.mixing,
+                      "temperature": a.temperature if a.mixing == "temperature" else None, "multi_run": multi,
+                      "task_share": share[-1]["task_share"] if share else None}),
           flush=True)
     table = {}
-    for kind in ["multi"] + names:
+    for kind in ["multi"] + singles:
         out = subprocess.run([a.qkv, "eval", "--run", runs[kind], "--split", "dev", "--json"], capture_output=True,
                              text=True, check=True).stdout
         scores = json.loads(out)["tasks"]

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "qkv/documents.h"
 #include "qkv/fsutil.h"
 #include "qkv/shard.h"
 #include "qkv/text.h"
@@ -17,8 +18,9 @@ static void help(FILE *out) {
             "usage: qkv tokenize encode TOKENIZER [--tokens] [FILE]\n"
             "       qkv tokenize decode TOKENIZER [FILE]\n"
             "       qkv tokenize shard TOKENIZER -o OUT.bin FILE...\n"
-            "       qkv tokenize train --vocab-size N [--min-freq K] --out DIR FILE...\n"
-            "       qkv tokenize train --wordpiece [--cased] --vocab-size N [--min-freq K] --out DIR FILE...\n\n"
+            "       qkv tokenize train --vocab-size N [--min-freq K] [--corpus DATA_DIR] --out DIR [FILE...]\n"
+            "       qkv tokenize train --wordpiece [--cased] --vocab-size N [--min-freq K] [--corpus DATA_DIR] --out DIR\n"
+            "                          [FILE...]\n\n"
             "TOKENIZER is one of\n"
             "  --bpe DIR               GPT-2 byte-level BPE from DIR/vocab.json + DIR/merges.txt\n"
             "                          (also encoder.json + vocab.bpe)\n"
@@ -33,7 +35,10 @@ static void help(FILE *out) {
             "        DIR/vocab.json and DIR/merges.txt (plus <|endoftext|>). --wordpiece: a WordPiece vocabulary of N\n"
             "        tokens instead (BPE on BERT's lowercased words with ## continuations, as HF's\n"
             "        WordPieceTrainer; alphabet: the 1000 most frequent characters), written as DIR/vocab.txt for\n"
-            "        --wordpiece DIR/vocab.txt (--cased: no lowercasing or accent stripping).\n");
+            "        --wordpiece DIR/vocab.txt (--cased: no lowercasing or accent stripping). --corpus DATA_DIR adds\n"
+            "        the English training text of a directory laid out as ../shared/data, read as span-corruption and\n"
+            "        BERT pretraining read it (include/qkv/documents.h: training splits only), one text a sentence;\n"
+            "        then one tokenizer covers a pretraining corpus and the task files given beside it.\n");
 }
 
 typedef struct {
@@ -254,7 +259,7 @@ static int tokenize_shard(int argc, char **argv) {
 
 static int tokenize_train(int argc, char **argv) {
     long vocab = 0, min_freq = 2;
-    const char *dir = NULL, *files[256];
+    const char *dir = NULL, *corpus = NULL, *files[256];
     int nf = 0;
     bool wordpiece = false, cased = false;
     for (int i = 1; i < argc; i++) {
@@ -269,13 +274,16 @@ static int tokenize_train(int argc, char **argv) {
             if (!cli_parse_int("tokenize", a, argv[++i], 1, 1L << 40, &min_freq)) return CLI_USAGE;
         } else if (!strcmp(a, "--out") && v) {
             dir = argv[++i];
+        } else if (!strcmp(a, "--corpus") && v) {
+            corpus = argv[++i];
         } else if (a[0] != '-' && nf < 256) {
             files[nf++] = a;
         } else {
             return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", a);
         }
     }
-    if (!vocab || !dir || !nf) return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files");
+    if (!vocab || !dir || (!nf && !corpus))
+        return cli_error("tokenize", CLI_USAGE, "train needs --vocab-size, --out and files (or --corpus)");
     if (!wordpiece && vocab < 257)
         return cli_error("tokenize", CLI_USAGE, "--vocab-size %ld: a byte-level BPE needs at least 257", vocab);
     if (cased && !wordpiece) return cli_error("tokenize", CLI_USAGE, "--cased goes with --wordpiece");
@@ -288,9 +296,20 @@ static int tokenize_train(int argc, char **argv) {
         }
         total += all[f]->n;
     }
+    qkv_documents *docs = corpus ? qkv_documents_new() : NULL;
+    if (corpus && (!docs || qkv_documents_read_data_dir(docs, corpus) != QKV_OK)) {
+        int rc = docs ? cli_error("tokenize", cli_status_exit(qkv_last_status()), "--corpus %s: %s", corpus,
+                                  qkv_last_error())
+                      : cli_error("tokenize", CLI_RUNTIME, "out of memory");
+        qkv_documents_free(docs);
+        for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+        return rc;
+    }
+    if (docs) total += docs->n_sentences;
     /* Only now: a refused input leaves no output directory behind. */
     if (cli_prepare_out("tokenize", dir, true)) {
         for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+        qkv_documents_free(docs);
         return CLI_INPUT;
     }
     const char **texts = malloc(sizeof *texts * (total ? total : 1));
@@ -301,6 +320,10 @@ static int tokenize_train(int argc, char **argv) {
             texts[k] = all[f]->line[l];
             lens[k] = strlen(texts[k]);
         }
+    for (size_t i = 0; rc == CLI_OK && docs && i < docs->n_sentences; i++, k++) {
+        texts[k] = docs->sentences[i];
+        lens[k] = strlen(texts[k]);
+    }
     if (wordpiece) {
         char vt[4096];
         snprintf(vt, sizeof vt, "%s/vocab.txt", dir);
@@ -312,6 +335,7 @@ static int tokenize_train(int argc, char **argv) {
         free(texts);
         free(lens);
         for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+        qkv_documents_free(docs);
         return rc;
     }
     char vj[4096], mg[4096];
@@ -329,6 +353,7 @@ static int tokenize_train(int argc, char **argv) {
     free(texts);
     free(lens);
     for (int f = 0; f < nf; f++) cli_lines_free(all[f]);
+    qkv_documents_free(docs);
     return rc;
 }
 
