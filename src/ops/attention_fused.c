@@ -355,18 +355,59 @@ static void dscore_row(float *ds, const float *p, const float *pd, int64_t n, fl
 
 #else /* portable path: the same computations as plain loops the compiler vectorises (no libm inside) */
 
-static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
-                 float *C, int64_t ldc, bool acc) {
-    for (int m = 0; m < M; m++) {
+/* Rows [m0, m1) x columns [n0, n1) of C, one row at a time (the edges of the tiled product below). */
+static void gemm_rows(int m0, int m1, int n0, int n1, int K, const float *A, int64_t sam, int64_t sak,
+                      const float *B, int64_t ldb, float *C, int64_t ldc, bool acc) {
+    for (int m = m0; m < m1; m++) {
         float *c = C + m * ldc;
-        if (!acc) memset(c, 0, (size_t)N * sizeof(float));
+        if (!acc)
+            for (int n = n0; n < n1; n++) c[n] = 0.0f;
         for (int k = 0; k < K; k++) {
             float a = A[m * sam + k * sak];
             const float *b = B + k * ldb;
-            for (int n = 0; n < N; n++) c[n] += a * b[n];
+            for (int n = n0; n < n1; n++) c[n] += a * b[n];
         }
     }
 }
+
+/* Tiles of 4 rows x GTN columns held in a local array: the column loop outside the rows under `omp simd` makes the
+ * compiler keep the tile in vector registers for its target (a row at a time, every k step loaded and stored a
+ * row of C). Each element still adds a * b for k in order onto its start (0 or C), as the edges do. */
+#define GTM 4
+#if defined(__aarch64__) || defined(__AVX512F__)
+#define GTN 16 /* 32 vector registers: 16 accumulators */
+#else
+#define GTN 8 /* SSE2's 16 registers: 8 accumulators beside the operands */
+#endif
+static void gemm(int M, int N, int K, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
+                 float *C, int64_t ldc, bool acc) {
+    int m = 0, nfull = N / GTN * GTN;
+    for (; m + GTM <= M; m += GTM) {
+        const float *a0 = A + m * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam;
+        for (int n = 0; n < nfull; n += GTN) {
+            float t[GTM][GTN];
+            for (int i = 0; i < GTM; i++)
+                for (int j = 0; j < GTN; j++) t[i][j] = acc ? C[(m + i) * ldc + n + j] : 0.0f;
+            for (int k = 0; k < K; k++) {
+                const float *b = B + k * ldb + n;
+                float x0 = a0[k * sak], x1 = a1[k * sak], x2 = a2[k * sak], x3 = a3[k * sak];
+#pragma omp simd
+                for (int j = 0; j < GTN; j++) {
+                    t[0][j] += x0 * b[j];
+                    t[1][j] += x1 * b[j];
+                    t[2][j] += x2 * b[j];
+                    t[3][j] += x3 * b[j];
+                }
+            }
+            for (int i = 0; i < GTM; i++)
+                for (int j = 0; j < GTN; j++) C[(m + i) * ldc + n + j] = t[i][j];
+        }
+        if (nfull < N) gemm_rows(m, m + GTM, nfull, N, K, A, sam, sak, B, ldb, C, ldc, acc);
+    }
+    if (m < M) gemm_rows(m, M, 0, N, K, A, sam, sak, B, ldb, C, ldc, acc);
+}
+#undef GTM
+#undef GTN
 
 /* Eight partial maxima and sums, so the reductions vectorise without reassociation flags. */
 static float scores_row(float *s, int64_t n, int64_t nvis, float c, const float *bias) {
