@@ -312,13 +312,13 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     } else {
         cx = qkv_nn_score_attention_forward(w, &m->attn, top, s->henc, NULL, s->pad, &a);
     }
-    qkv_tensor *ht = combine(w, m, cx, top);
-    /* Raw logits go straight into the caller's buffer (no 2 MB copy a step at 64 rows). */
-    qkv_tensor *logits = s->raw ? NULL : qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht));
-    if (!ht || (!s->raw && !logits) || !a) return qkv_last_status();
-    if (s->raw) {
+    qkv_tensor *ht = combine(w, m, cx, top), *logits = NULL;
+    if (!ht || !a) return qkv_last_status();
+    if (s->raw) { /* raw logits go straight into the caller's buffer (no 2 MB copy a step at 64 rows) */
         qkv_status rc = qkv__linear_rows(w, ht, m->gen.weight, m->gen.bias, logprobs);
         if (rc) return rc;
+    } else if (!(logits = qkv_contiguous(w, qkv_nn_linear_forward(w, &m->gen, ht)))) {
+        return qkv_last_status();
     }
     for (int l = 0; l < m->cfg.num_layers; l++) {
         qkv_status rc;
@@ -326,8 +326,7 @@ static qkv_status lstm_step(qkv_decoder_state *st, const int32_t *tokens, float 
     }
     qkv_status rc = qkv_tensor_copy(s->feed, ht);
     if (rc) return rc;
-    if (!s->raw)
-        qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
+    if (logits) qkv__log_softmax_rows(logprobs, logits->data, s->rows, m->cfg.tgt_vocab);
     if (attn) memcpy(attn, qkv_contiguous(w, a)->data, sizeof(float) * (size_t)s->rows * (size_t)s->S);
     return QKV_OK;
 }

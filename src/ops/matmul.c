@@ -321,8 +321,10 @@ static void linear_rows(const qkv_ctx *ctx, const qkv_tensor *x, const float *w_
     }
 }
 
-/* qkv_linear's checks; x and w made contiguous (w_own: the caller's w's data, or NULL when it was copied). */
-static bool linear_args(qkv_ctx *ctx, qkv_tensor **x, qkv_tensor **w, const qkv_tensor *bias, const float **w_own) {
+/* qkv_linear's checks; x and w made contiguous (w_own: the caller's w's data, or NULL when it was copied), *R the
+ * rows of x (its elements when in == 0). */
+static bool linear_args(qkv_ctx *ctx, qkv_tensor **x, qkv_tensor **w, const qkv_tensor *bias, const float **w_own,
+                        int64_t *R) {
     char sx[96], sw[96];
     if (!qkv__check_f32("linear", *x, "x") || !qkv__check_f32("linear", *w, "weight")) return false;
     if (bias && !qkv__check_f32("linear", bias, "bias")) return false;
@@ -335,27 +337,28 @@ static bool linear_args(qkv_ctx *ctx, qkv_tensor **x, qkv_tensor **w, const qkv_
     *x = qkv_contiguous(ctx, *x);
     *w_own = qkv_is_contiguous(*w) ? (*w)->data : NULL; /* a copy made here could not have a pack */
     *w = qkv_contiguous(ctx, *w);
-    return *x && *w;
+    if (!*x || !*w) return false;
+    int64_t in = (*w)->shape[1];
+    *R = in ? qkv_numel(*x) / in : qkv_numel(*x);
+    return true;
 }
 
 qkv_status qkv__linear_rows(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias, float *y) {
     const float *w_own = NULL;
     if (!x || !w) return qkv_error_set(QKV_ERR_INVALID, "linear: input or weight is NULL");
-    if (!linear_args(ctx, &x, &w, bias, &w_own)) return qkv_last_status();
-    int64_t in = w->shape[1];
-    linear_rows(ctx, x, w_own, w, bias, in ? qkv_numel(x) / in : qkv_numel(x), y);
+    int64_t R;
+    if (!linear_args(ctx, &x, &w, bias, &w_own, &R)) return qkv_last_status();
+    linear_rows(ctx, x, w_own, w, bias, R, y);
     return QKV_OK;
 }
 
 qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *bias) {
     if (!x || !w) return NULL;
     const float *w_own = NULL;
-    if (!linear_args(ctx, &x, &w, bias, &w_own)) return NULL;
-    int64_t in = w->shape[1], out = w->shape[0], R = in ? qkv_numel(x) / in : 0;
-    if (in == 0) R = qkv_numel(x);
-    int64_t shape[QKV_MAX_DIMS];
+    int64_t R, shape[QKV_MAX_DIMS];
+    if (!linear_args(ctx, &x, &w, bias, &w_own, &R)) return NULL;
     memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = out;
+    shape[x->ndim - 1] = w->shape[0];
     qkv_tensor *y = qkv__out(ctx, QKV_F32, x->ndim, shape);
     if (!y) return NULL;
     linear_rows(ctx, x, w_own, w, bias, R, y->data);
@@ -363,8 +366,8 @@ qkv_tensor *qkv_linear(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *w, qkv_tensor *b
     qkv_node *n = qkv_record(ctx, y, "linear", linear_backward, bias ? 3 : 2, ins);
     if (n) {
         n->i[0] = R;
-        n->i[1] = in;
-        n->i[2] = out;
+        n->i[1] = w->shape[1];
+        n->i[2] = w->shape[0];
     }
     return y;
 }
