@@ -67,9 +67,10 @@ def files(qkv, d, a):
         if folder is None:
             tr, dv = os.path.join(d, "cloze_train.jsonl"), os.path.join(d, "cloze_dev.jsonl")
             mx = ["--max", str(a.train_limit)] if a.train_limit else []
-            subprocess.run([qkv, "data", "cloze-qa", "-n", "5", *mx, "-o", tr, os.path.join(DATA, "lm", "train.txt")],
+            n = str(a.cloze_sentences)
+            subprocess.run([qkv, "data", "cloze-qa", "-n", n, *mx, "-o", tr, os.path.join(DATA, "lm", "train.txt")],
                            check=True, capture_output=True)
-            subprocess.run([qkv, "data", "cloze-qa", "-n", "5", "--max", str(a.limit), "-o", dv,
+            subprocess.run([qkv, "data", "cloze-qa", "-n", n, "--max", str(a.limit), "-o", dv,
                             os.path.join(DATA, "lm", "dev.txt")], check=True, capture_output=True)
             out[name] = (tr, dv)
         else:
@@ -124,6 +125,9 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0, help="training examples read per task (0: all)")
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--cloze-sentences", type=int, default=5,
+                    help="context sentences of a cloze question (qkv data cloze-qa -n): at 5 the answer lies past "
+                         "96 BPE tokens in over half the questions, at 2 within 160 in ~90%%")
     ap.add_argument("--tokenizer", choices=["bpe", "word"], default="bpe")
     ap.add_argument("--bpe-vocab", type=int, default=8000, help="tokens of the shared BPE (256 bytes + merges)")
     ap.add_argument("--mixing", choices=["proportional", "temperature", "equal"], default="proportional")
