@@ -126,6 +126,20 @@ TEST(seq2seq_pipeline) {
     CHECK(in[1] == tg[0] && in[2] == tg[1] && in[3] == tg[2]);
     CHECK(in[4] == t.tgt_bos && tg[4] == in[5] && tg[5] == t.tgt_eos); /* second row: <s> z -> z </s> */
     CHECK(qkv_f32(b.mask)[6] == 0.0f && in[6] == t.tgt_pad && qkv_f32(b.src_mask)[3] == 0.0f);
+    CHECK(b.weights == NULL); /* train.loss_average tokens: every target token weighs alike */
+    /* train.loss_average examples: each row's target tokens weigh 1 / their count, padding 0, so the weighted mean
+     * of the token losses is the mean of the two examples' means */
+    task te;
+    cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetObjectItem(cfg, "train"), "loss_average"), "examples");
+    CHECK_OK(qkv__task_prepare(&te, cfg, "seq2seq", dir, true));
+    CHECK_OK(qkv__batch_make(ctx, &te, &s, idx, 2, &b, NULL));
+    const float *w = b.weights ? qkv_f32(b.weights) : NULL;
+    CHECK(w && w[0] == 0.25f && w[3] == 0.25f && w[4] == 0.5f && w[5] == 0.5f && w[6] == 0.0f && w[7] == 0.0f);
+    qkv__task_free(&te);
+    CHECK(qkv__task_prepare(&te, cfg, "classify", dir, true) == QKV_ERR_UNSUPPORTED);
+    CHECK(strstr(qkv_last_error(), "train.loss_average") != NULL);
+    qkv__task_free(&te);
+    cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetObjectItem(cfg, "train"), "loss_average"), "tokens");
     qkv_ctx_free(ctx);
     qkv__split_free(&s);
     /* Scoring: an unknown word must not match the reference's own <unk> (both are decoded from ids). */

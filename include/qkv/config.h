@@ -72,6 +72,7 @@ typedef struct qkv_run_settings {
             double min_ratio, d_model;
         } schedule;
         double clip_norm, clip_value;
+        const char *loss_average; /* "tokens" (every target token weighs alike) or "examples" (seq2seq) */
         int64_t log_every, checkpoint_every, keep_checkpoints, max_nan_skips;
         double max_seconds;
     } train;

@@ -121,6 +121,11 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
         tg = qkv_i32(b->targets);
         for (int64_t i = 0; i < B * T; i++) tg[i] = t->kind == TASK_SEQ2SEQ ? t->tgt_pad : t->pad;
     }
+    if (t->kind == TASK_SEQ2SEQ && t->per_example) {
+        /* The loss is sum(w l) / sum(w) over target tokens: weights 1/n_i make it the mean of example means. */
+        b->weights = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(B, T));
+        if (!b->weights) return qkv_last_status();
+    }
     if (t->kind == TASK_SEQ2SEQ) {
         b->src_ids = qkv_ctx_tensor(ctx, QKV_I32, QKV_DIMS(B, S));
         b->src_mask = qkv_ctx_zeros(ctx, QKV_F32, QKV_DIMS(B, S));
@@ -173,6 +178,7 @@ qkv_status qkv__batch_make(qkv_ctx *ctx, const task *t, const split *s, const in
                 ids[i * T + j] = y[j];
                 tg[i * T + j] = y[j + 1];
                 mask[i * T + j] = 1.0f;
+                if (b->weights) qkv_f32(b->weights)[i * T + j] = 1.0f / (float)(e->tn - 1);
             }
             real += e->n + e->tn - 1;
             counted += e->tn - 1;

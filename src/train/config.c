@@ -140,6 +140,9 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_NUM(S, train.schedule.d_model, "train.schedule.d_model", 0, 0, NO_MAX, 0, "rsqrt_decay's model width"),
     QKV_FIELD_NUM(S, train.clip_norm, "train.clip_norm", 0, 0, NO_MAX, 0, "clip gradients to this global norm (0 = off)"),
     QKV_FIELD_NUM(S, train.clip_value, "train.clip_value", 0, 0, NO_MAX, 0, "clip gradients to +-value (0 = off)"),
+    QKV_FIELD_CHOICE(S, train.loss_average, "train.loss_average", "tokens", "tokens|examples",
+                     "seq2seq: mean over target tokens, or over examples of each example's token mean (short "
+                     "targets, e.g. labels beside translations in data.tasks, then weigh as much as long ones)"),
     QKV_FIELD_INT(S, train.log_every, "train.log_every", 10, 1, NO_MAX, "a train log record every N steps"),
     QKV_FIELD_INT(S, train.checkpoint_every, "train.checkpoint_every", 100, 0, NO_MAX,
                   "a checkpoint every N steps (0: at the end)"),

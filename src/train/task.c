@@ -278,6 +278,9 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
     t->wopts.lowercase = rs->data.lowercase;
     t->wopts.strip_punct = rs->data.strip_punct;
     t->max_len = rs->data.max_len;
+    t->per_example = !strcmp(rs->train.loss_average, "examples");
+    if (t->per_example && t->kind != TASK_SEQ2SEQ)
+        return qkv_error_set(QKV_ERR_UNSUPPORTED, "train.loss_average: examples is for seq2seq tasks");
     t->cls = -1;
     t->seq_len = rs->data.seq_len;
     if (t->kind == TASK_SUMMARIZE && strcmp(rs->data.tokenizer, "auto") && t->tok != TOK_BPE)

@@ -63,6 +63,7 @@ typedef struct task {
     int n_labels;
     int64_t vocab_size, tgt_vocab_size;
     int32_t pad, unk, bos, eos, tgt_bos, tgt_eos, tgt_pad;
+    bool per_example; /* seq2seq, train.loss_average examples: each example's target tokens weigh 1 / their count */
     int32_t cls; /* classify with data.cls_token and the word tokenizer: prepended to every text; else -1 */
     int64_t max_len, seq_len;
     int tagset; /* tagging: which column or derived layer gives the tags (task_tagging.h) */
