@@ -132,6 +132,8 @@ def main():
     ap.add_argument("--bpe-vocab", type=int, default=8000, help="tokens of the shared BPE (256 bytes + merges)")
     ap.add_argument("--mixing", choices=["proportional", "temperature", "equal"], default="proportional")
     ap.add_argument("--temperature", type=float, default=2.0, help="--mixing temperature: T (rates^(1/T))")
+    ap.add_argument("--loss-average", choices=["tokens", "examples"], default="tokens",
+                    help="train.loss_average of every model (examples: runs named ..._ex)")
     ap.add_argument("--no-singles", action="store_true",
                     help="only the multi-task run (another --mixing beside a run that trains the single-task models)")
     ap.add_argument("--singles", default="", help="comma-separated tasks whose single-task models train ('': all)")
@@ -143,7 +145,8 @@ def main():
     os.makedirs(d, exist_ok=True)
     f = files(a.qkv, d, a)
     names = [t[0] for t in TASKS]
-    common = {"train": {"batch_size": a.batch, "optimizer": {"lr": 0.001}, "log_every": 100, "checkpoint_every": 250},
+    common = {"train": {"batch_size": a.batch, "optimizer": {"lr": 0.001}, "log_every": 100, "checkpoint_every": 250,
+                        "loss_average": a.loss_average},
               "eval": {"every": 0, "batch_size": 64}, "seed": 1}
     if a.tokenizer == "bpe":
         tok = bpe(a, d)
@@ -151,7 +154,8 @@ def main():
         single_vocab = dict(vocab, keep_sentinels=True)  # the multi-task model's shape
     else:
         vocab = single_vocab = {"max_vocab": 16000}
-    pre = train(a.qkv, d, "pretrain", dict(common, model=model(a), train=dict(common["train"], steps=a.pretrain),
+    pre_train = dict(common["train"], steps=a.pretrain, loss_average="tokens")  # one pretraining run for both averages
+    pre = train(a.qkv, d, "pretrain", dict(common, model=model(a), train=pre_train,
                                            data=dict(vocab, task="span_corruption", train=DATA, max_len=a.max_len)))
     mixing = {"mixing": a.mixing, "mixing_cap": a.cap}
     multi = "multi"
@@ -160,6 +164,8 @@ def main():
         multi += "_temperature%g" % a.temperature
     elif a.mixing == "equal":
         multi += "_equal"
+    ex = "_ex" if a.loss_average == "examples" else ""
+    multi += ex
     runs = {"multi": train(a.qkv, d, multi, dict(
         common, model=model(a), train=dict(common["train"], steps=a.steps - a.pretrain),
         data=dict(mixing, tasks=task_list(names, f), max_len=a.max_len, tokenizer_from=pre, keep_sentinels=True,
@@ -168,12 +174,12 @@ def main():
     # The smallest task first (a stop for time leaves the single-task models the comparison needs most).
     singles = [] if a.no_singles else [n for n in names if not a.singles or n in a.singles.split(",")]
     for n in sorted(singles, key=lambda n: sum(1 for _ in open(f[n][0], encoding="utf-8"))):
-        runs[n] = train(a.qkv, d, "single_" + n, dict(
+        runs[n] = train(a.qkv, d, "single_" + n + ex, dict(
             common, model=model(a), train=dict(common["train"], steps=a.steps),
             data=dict(single_vocab, tasks=task_list([n], f), max_len=a.max_len)))
     share = [json.loads(x) for x in open(os.path.join(runs["multi"], "log.jsonl")) if '"task_share"' in x]
     print(json.dumps({"bench": "t5_quality", "steps": a.steps, "pretrain_steps": a.pretrain, "batch": a.batch,
-                      "cap": a.cap, "d_model": a.d_model, "tokenizer": a.tokenizer, "mixing": a.mixing,
+                      "cap": a.cap, "d_model": a.d_model, "tokenizer": a.tokenizer, "mixing": a.mixing, "loss_average": a.loss_average,
                       "temperature": a.temperature if a.mixing == "temperature" else None, "multi_run": multi,
                       "task_share": share[-1]["task_share"] if share else None}),
           flush=True)
