@@ -438,6 +438,18 @@ qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len
     return qkv__decode_beam_batch(d, &it, 1, opts, keep_one, out);
 }
 
+/* ---- kept workspaces: the thread's pack and arena chunk caches, open across calls ---- */
+
+void qkv_decode_keep_open(void) {
+    qkv__pack_cache_open();
+    qkv__arena_cache_open();
+}
+
+void qkv_decode_keep_close(void) {
+    qkv__arena_cache_close();
+    qkv__pack_cache_close();
+}
+
 /* ---- the driver: windows, batches, input order ---- */
 
 typedef struct {
