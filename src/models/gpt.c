@@ -397,16 +397,17 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
         if (!h) return NULL;
         dense(ctx, qkv_f32(h), M, Bn, blk->attn_w, blk->attn_b, qs);
         float *kl = d->k + l * layer, *vl = d->v + l * layer;
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t i = 0; i < items; i++) {
-                int64_t b = i / H, hd = i % H;
+        /* A (row, head)'s new keys and values go into its block right before it attends, by the same thread: the
+         * block's lines come in from memory once, for the writes and the reads (written in a pass of their own
+         * before the attention, they were fetched for the writes and were gone again when read). */
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+        for (int64_t i = 0; i < items; i++) {
+            int64_t b = i / H, hd = i % H;
+            for (int64_t t = 0; t < n; t++) {
                 const float *row = qs + (t * Bn + b) * 3 * D;
                 put_key(kl + (size_t)i * block, pos + t, dh, row + D + hd * dh);
                 memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
             }
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
-        for (int64_t i = 0; i < items; i++) {
-            int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {
                 int64_t r = t * Bn + b;
                 attend(qs + r * 3 * D + hd * dh, kl + (size_t)i * block, vl + (size_t)i * block, pos + t + 1, dh,
