@@ -87,6 +87,41 @@ TEST(tensor_basics) {
     qkv_tensor_free(t);
 }
 
+/* qkv_tensor_copy between strided views: unit-stride rows (copied row by row), a transposed source (element walk),
+ * and a destination overlapping its source (the result is the source as it was before the copy). */
+TEST(strided_copy) {
+    qkv_ctx *ctx = qkv_ctx_new();
+    qkv_tensor *a = qkv_tensor_new(QKV_F32, QKV_DIMS(3, 4, 5)), *b = qkv_tensor_new(QKV_F32, QKV_DIMS(3, 6, 5));
+    float *pa = qkv_f32(a), *pb = qkv_f32(b), old[60];
+    for (int i = 0; i < 60; i++) pa[i] = (float)i;
+    for (int i = 0; i < 90; i++) pb[i] = -1.0f;
+    CHECK_OK(qkv_tensor_copy(qkv_slice(ctx, b, 1, 2, 4, 1), qkv_slice(ctx, a, 1, 1, 3, 1)));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 6; j++)
+            for (int k = 0; k < 5; k++) {
+                float want = j >= 2 && j < 4 ? pa[(i * 4 + j - 1) * 5 + k] : -1.0f;
+                CHECKF(pb[(i * 6 + j) * 5 + k] == want, "rows: b[%d,%d,%d] = %g, want %g", i, j, k,
+                       (double)pb[(i * 6 + j) * 5 + k], (double)want);
+            }
+    qkv_tensor *t = qkv_tensor_new(QKV_F32, QKV_DIMS(3, 5, 4));
+    CHECK_OK(qkv_tensor_copy(t, qkv_transpose(ctx, a, 1, 2)));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++)
+            for (int k = 0; k < 4; k++) CHECK(qkv_f32(t)[(i * 5 + j) * 4 + k] == pa[(i * 4 + k) * 5 + j]);
+    memcpy(old, pa, sizeof old);
+    CHECK_OK(qkv_tensor_copy(qkv_slice(ctx, a, 2, 1, 5, 1), qkv_slice(ctx, a, 2, 0, 4, 1)));
+    for (int i = 0; i < 12; i++)
+        for (int k = 0; k < 5; k++) {
+            float want = k == 0 ? old[i * 5] : old[i * 5 + k - 1];
+            CHECKF(pa[i * 5 + k] == want, "overlap: a[%d][%d] = %g, want %g", i, k, (double)pa[i * 5 + k],
+                   (double)want);
+        }
+    qkv_tensor_free(t);
+    qkv_tensor_free(a);
+    qkv_tensor_free(b);
+    qkv_ctx_free(ctx);
+}
+
 TEST(params_collection) {
     qkv_params *p = qkv_params_new();
     qkv_tensor *w = qkv_params_add(p, "enc.layer0", "weight", QKV_DIMS(4, 3));
@@ -136,6 +171,7 @@ int main(void) {
     RUN(rng_distributions);
     RUN(errors_are_per_call_messages);
     RUN(tensor_basics);
+    RUN(strided_copy);
     RUN(params_collection);
     RUN(same_seed_same_bits);
     return test_finish();

@@ -175,6 +175,51 @@ TEST(greedy_pick_edges) {
  * the log-probability bits that normalising the row and picking give, including where rounding makes logits that
  * differ equal once normalised (the first of them wins, not the largest logit), where the best is BOS or padding,
  * and rows of -inf or with NaN. */
+typedef struct {
+    const qkv_decode_opts *o;
+    int64_t V;
+    int tok[5];
+    float lp[5];
+} each_pick;
+
+static void pick_each(void *user, int64_t r, float *row, float shift, float mx) {
+    each_pick *e = user;
+    e->tok[r] = qkv__decode_pick_greedy_shifted(row, e->V, shift, mx, e->o, &e->lp[r]);
+}
+
+/* The rows' shifts with a pick on each row as its shift is done (what greedy batches run) give the shifts and the
+ * picks of the shift pass followed by one pick per row: rows of 8,003 tokens (a tail past the 16-token blocks), a
+ * best token that is BOS, a tie in the tail, two values equal only once normalised. */
+TEST(shift_each_equals_shift_then_pick) {
+    enum { ROWS = 5, V = 8003 };
+    qkv_decode_opts o = qkv_decode_defaults();
+    float *x = malloc(sizeof(float) * ROWS * V), *y = malloc(sizeof(float) * ROWS * V);
+    float sh[ROWS], mx[ROWS], sh2[ROWS], mx2[ROWS];
+    each_pick e = {.o = &o, .V = V};
+    qkv_rng r;
+    qkv_rng_init(&r, 11);
+    CHECK(x && y);
+    if (!x || !y) goto done;
+    for (int i = 0; i < ROWS * V; i++) x[i] = 8.0f * qkv_rng_uniform(&r) - 4.0f;
+    x[1 * V + o.bos] = 40.0f;
+    x[2 * V + V - 1] = x[2 * V + V - 3] = 30.0f;
+    for (int v = 0; v < V; v++) x[3 * V + v] = v == 100 ? 1e-7f : v == 7000 ? 2e-7f : 0.0f;
+    memcpy(y, x, sizeof(float) * ROWS * V);
+    qkv__log_softmax_rows_shift_each(x, ROWS, V, sh, mx, pick_each, &e);
+    qkv__log_softmax_rows_shift(y, ROWS, V, sh2, mx2);
+    for (int i = 0; i < ROWS; i++) {
+        float lp = 0;
+        int want = qkv__decode_pick_greedy_shifted(y + (int64_t)i * V, V, sh2[i], mx2[i], &o, &lp);
+        CHECKF(sh[i] == sh2[i] && mx[i] == mx2[i], "row %d: shift %g / %g", i, (double)sh[i], (double)sh2[i]);
+        CHECKF(e.tok[i] == want && e.lp[i] == lp, "row %d: token %d (lp %.9g), want %d (%.9g)", i, e.tok[i],
+               (double)e.lp[i], want, (double)lp);
+    }
+    CHECK(e.tok[2] == V - 3 && e.tok[1] != o.bos);
+done:
+    free(x);
+    free(y);
+}
+
 TEST(greedy_from_logits_equals_normalised) {
     qkv_decode_opts o = qkv_decode_defaults();
     enum { VMAX = 8000 };
@@ -375,6 +420,7 @@ int main(void) {
     RUN(seed_reproduces_and_distribution_matches);
     RUN(greedy_pick_edges);
     RUN(greedy_from_logits_equals_normalised);
+    RUN(shift_each_equals_shift_then_pick);
     RUN(bad_options);
     RUN(greedy_generation_equals_full_forward_argmax);
     RUN(stop_tokens_callback_and_limits);

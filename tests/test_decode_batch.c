@@ -400,6 +400,48 @@ TEST(prefill_changes_nothing) {
     unbuild(&b);
 }
 
+/* Bit for bit: log-probabilities and scores too, not within a tolerance. */
+static void identical_hyps(const char *what, const qkv_hyps *a, const qkv_hyps *b, int i) {
+    same_hyps(what, a, b, i);
+    for (int k = 0; k < a->n && k < b->n; k++)
+        CHECKF(a->h[k].logprob == b->h[k].logprob && a->h[k].score == b->h[k].score,
+               "%s #%d hyp %d: logprob %.9g vs %.9g", what, i, k, a->h[k].logprob, b->h[k].logprob);
+}
+
+/* Calls inside a keep scope reuse the packs and state memory of the calls before them (and of each other's
+ * batches): every hypothesis is the one a call outside the scope gives, for greedy and beam, and after the scope
+ * closes (nested opens: the inner close keeps) calls still give it. */
+TEST(kept_workspaces_change_nothing) {
+    for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_decode_opts o = opts_for(&b);
+        o.beam = 3;
+        o.n_best = 2;
+        for (int s = 0; s < 2; s++) {
+            qkv_search search = s ? QKV_SEARCH_BEAM : QKV_SEARCH_GREEDY;
+            collect ref, kept[3], after;
+            if (run_batch(&b, &o, search, 4, 0, &ref)) continue;
+            qkv_decode_keep_open();
+            qkv_decode_keep_open();
+            for (int r = 0; r < 3; r++) run_batch(&b, &o, search, r == 1 ? 3 : 4, 0, &kept[r]);
+            qkv_decode_keep_close();
+            run_batch(&b, &o, search, 4, 0, &after);
+            qkv_decode_keep_close();
+            for (int i = 0; i < N; i++) {
+                for (int r = 0; r < 3; r++) identical_hyps(b.t->name, &ref.got[i], &kept[r].got[i], i);
+                identical_hyps(b.t->name, &ref.got[i], &after.got[i], i);
+            }
+            collect_free(&ref);
+            for (int r = 0; r < 3; r++) collect_free(&kept[r]);
+            collect_free(&after);
+            run_batch(&b, &o, search, 4, 0, &ref); /* closed: packs made and released within the call again */
+            collect_free(&ref);
+        }
+        unbuild(&b);
+    }
+}
+
 TEST(bad_input_is_an_error) {
     built b;
     if (!build("transformer_seq2seq", &b)) return;
@@ -429,6 +471,7 @@ int main(void) {
     RUN(generate_batch_equals_one_prompt_at_a_time);
     RUN(generate_batch_restarts_one_state);
     RUN(prefill_changes_nothing);
+    RUN(kept_workspaces_change_nothing);
     RUN(bad_input_is_an_error);
     return test_finish();
 }

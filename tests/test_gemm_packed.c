@@ -221,6 +221,46 @@ done:
     free(x);
 }
 
+/* qkv__gemm_xwt_bias gives the bits of the bias copied into each row and an accumulating product, on every path,
+ * for edge sizes (rows past a tile, columns past a panel: masked loads of the bias), writing nothing past a row; it
+ * declines where qkv__gemm_xwt does, leaving y as it was. */
+static void bias_on(qkv_isa isa) {
+    static const int64_t sizes[][3] = {{2, 16, 64}, {9, 17, 33}, {13, 40, 257}, {64, 1000, 256}, {3, 7, 700}};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], ldy = N + 3;
+        qkv_tensor *w = qkv_tensor_new(QKV_F32, QKV_DIMS(N, K));
+        float *x = test_rand_buf(31 + (uint64_t)s, (size_t)(M * K)), *b = test_rand_buf(41 + (uint64_t)s, (size_t)N);
+        float *y = test_rand_buf(51, (size_t)(M * ldy)), *ref = malloc(sizeof(float) * (size_t)(M * ldy));
+        qkv_ctx *ctx = qkv_ctx_new();
+        qkv__packs *ps = qkv__packs_new();
+        CHECK(w && x && b && y && ref && ctx && ps);
+        if (w && x && b && y && ref && ctx && ps) {
+            float *wd = w->data, *r = test_rand_buf(61 + (uint64_t)s, (size_t)(N * K));
+            memcpy(wd, r, sizeof(float) * (size_t)(N * K));
+            free(r);
+            qkv__ctx_set_packs(ctx, ps);
+            CHECK(!qkv__gemm_xwt_bias(ctx, M, N, K, x, K, wd, b, y, ldy)); /* not allowed: declines */
+            memcpy(ref, y, sizeof(float) * (size_t)(M * ldy));
+            CHECK_OK(qkv__packs_allow(ps, w));
+            for (int64_t i = 0; i < M; i++) memcpy(ref + i * ldy, b, sizeof(float) * (size_t)N);
+            CHECK(qkv__gemm_xwt(ctx, M, N, K, x, K, wd, ref, ldy, true));
+            CHECK(qkv__gemm_xwt_bias(ctx, M, N, K, x, K, wd, b, y, ldy));
+            CHECKF(!memcmp(y, ref, sizeof(float) * (size_t)(M * ldy)), "%s M %lld N %lld K %lld: bias store differs "
+                   "from bias rows + accumulate (or wrote past a row)", qkv_cpu_isa_name(isa), (long long)M,
+                   (long long)N, (long long)K);
+        }
+        qkv_ctx_free(ctx);
+        qkv__packs_free(ps);
+        qkv_tensor_free(w);
+        free(x);
+        free(b);
+        free(y);
+        free(ref);
+    }
+}
+
+TEST(bias_store_equals_bias_rows_plus_accumulate) { each_isa(bias_on); }
+
 /* While a pack cache is open, a second decoding state's packs take the pack the first state made (seen here by
  * changing the weight in between, which the contract forbids: the second product still uses the old values); a
  * state holding a pack keeps it valid past the cache's close; after the outermost close, weights are packed anew. */
@@ -273,5 +313,6 @@ int main(void) {
     RUN(row_blocks_keep_each_row_alone);
     RUN(context_packs_only_allowed_weights);
     RUN(pack_cache_shares_packs_between_states);
+    RUN(bias_store_equals_bias_rows_plus_accumulate);
     return test_finish();
 }

@@ -54,6 +54,18 @@ qkv_status qkv_decode_batch(const qkv_decoder *d, int n, const int32_t *const *s
                             const int *max_len, const qkv_decode_opts *opts, const qkv_batch_opts *b,
                             qkv_batch_emit_fn emit, void *user);
 
+/* Keeping a decoder's workspaces from one call to the next. Each qkv_decode_batch call packs the weights its batched
+ * matrix products use (a copy of most of the decoder's weights, 10-50 MB for the benchmark's models) and maps fresh
+ * memory for its decoding states, and releases both when it returns. Between qkv_decode_keep_open() and
+ * qkv_decode_keep_close() on a thread, the calls made on that thread keep both for the calls after them instead: a
+ * server, a scorer or a benchmark decoding batch after batch with the same model skips the re-packing and the page
+ * faults. The results are the same bits either way. The caller's side of it: no model decoded while the scope is
+ * open changes its weights or is freed before the scope closes (packs are found by the weights' addresses, so a new
+ * model at a freed one's address could meet its predecessor's packs). Opens nest; the outermost close releases what
+ * was kept. */
+void qkv_decode_keep_open(void);
+void qkv_decode_keep_close(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,5 @@
 /* Tensor headers, heap allocation and layout queries. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,47 @@ void qkv_tensor_fill(qkv_tensor *t, float value) {
     }
 }
 
+/* The lowest and one past the highest element offset t's strides reach (t not empty). */
+static void extent(const qkv_tensor *t, int64_t *lo, int64_t *hi) {
+    *lo = 0;
+    *hi = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t reach = (t->shape[d] - 1) * t->stride[d];
+        if (reach < 0) *lo += reach;
+        else *hi += reach;
+    }
+}
+
+/* A copy between non-overlapping tensors whose last dimensions are both unit-stride, row by row with memcpy: what
+ * the element walk below writes, in the same order (a decoding step's keys and values into a slot of its cache
+ * take this path every step). False when it does not apply. */
+static bool copy_rows(qkv_tensor *dst, const qkv_tensor *src) {
+    int nd = src->ndim;
+    if (nd < 1 || src->stride[nd - 1] != 1 || dst->stride[nd - 1] != 1) return false;
+    int64_t slo, shi, dlo, dhi;
+    extent(src, &slo, &shi);
+    extent(dst, &dlo, &dhi);
+    const uint32_t *s = src->data;
+    uint32_t *d = dst->data;
+    uintptr_t sa = (uintptr_t)src->data, da = (uintptr_t)dst->data; /* addresses: the two may be distinct objects */
+    if (da + (uintptr_t)(dlo * 4) < sa + (uintptr_t)(shi * 4) && sa + (uintptr_t)(slo * 4) < da + (uintptr_t)(dhi * 4))
+        return false; /* overlapping: the walk's temporary copy keeps that exact */
+    int64_t idx[QKV_MAX_DIMS] = {0}, inner = src->shape[nd - 1], rows = qkv_numel(src) / inner;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t so = 0, dof = 0;
+        for (int k = 0; k < nd - 1; k++) {
+            so += idx[k] * src->stride[k];
+            dof += idx[k] * dst->stride[k];
+        }
+        memcpy(d + dof, s + so, (size_t)inner * 4);
+        for (int k = nd - 2; k >= 0; k--) {
+            if (++idx[k] < src->shape[k]) break;
+            idx[k] = 0;
+        }
+    }
+    return true;
+}
+
 qkv_status qkv_tensor_copy(qkv_tensor *dst, const qkv_tensor *src) {
     char a[96], b[96];
     if (!qkv_same_shape(dst, src) || dst->dtype != src->dtype)
@@ -148,6 +190,7 @@ qkv_status qkv_tensor_copy(qkv_tensor *dst, const qkv_tensor *src) {
         memmove(dst->data, src->data, (size_t)n * 4);
         return QKV_OK;
     }
+    if (n > 0 && copy_rows(dst, src)) return QKV_OK;
     /* Walk src in row-major order, writing dst through its own strides. */
     const uint32_t *s = src->data;
     uint32_t *d = dst->data;

@@ -71,6 +71,20 @@ static qkv_decoder_state *start(const qkv_decoder *d, const padded *p, int n, in
 
 /* ---- greedy and sampling: independent rows ---- */
 
+/* Greedy's pick from raw logits, each row as soon as its shift is known (qkv__log_softmax_rows_shift_each): the
+ * row is read again while in L1, not after the whole step's logits (2 MB at 64 x 8,000) went past. */
+typedef struct {
+    int64_t V;
+    const qkv_decode_opts *o;
+    int32_t *tok;
+    float *lp;
+} shifted_pick;
+
+static void pick_shifted_row(void *user, int64_t r, float *row, float shift, float mx) {
+    const shifted_pick *sp = user;
+    sp->tok[r] = qkv__decode_pick_greedy_shifted(row, sp->V, shift, mx, sp->o, &sp->lp[r]);
+}
+
 qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items, int n, int rows_per_item,
                                   const qkv_decode_opts *o, decode_pick_fn pick, qkv_rng *rngs, decode_done_fn done,
                              void *user) {
@@ -92,12 +106,15 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
         d->info.log_probs ? d->ops->step_logits : d->ops->step;
     bool fused = pick == qkv__decode_pick_greedy && !constrained && raw_step;
-    float *shift = fused ? malloc(sizeof(float) * 2 * (size_t)R) : NULL, *mx = shift ? shift + R : NULL;
+    float *shift = fused ? malloc(sizeof(float) * 3 * (size_t)R) : NULL, *mx = shift ? shift + R : NULL,
+          *pick_lp = shift ? shift + 2 * (size_t)R : NULL;
+    int32_t *picked = fused ? malloc(sizeof(int32_t) * (size_t)R) : NULL;
+    shifted_pick sp = {.V = V, .o = o, .tok = picked, .lp = pick_lp};
     qkv_hyps hs = {0};
     qkv_decoder_state *st = NULL;
     if (status) goto done;
     if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn) || (constrained && !seen) ||
-        (fused && !shift)) {
+        (fused && (!shift || !picked))) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
@@ -120,7 +137,7 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     while (alive > 0) {
         if (fused) {
             if ((status = raw_step(st, tokens, lp, attn))) goto done;
-            qkv__log_softmax_rows_shift(lp, alive, V, shift, mx);
+            qkv__log_softmax_rows_shift_each(lp, alive, V, shift, mx, pick_shifted_row, &sp);
         } else if ((status = qkv__decode_step(d, st, tokens, lp, attn, alive)))
             goto done;
         int kept = 0;
@@ -133,8 +150,8 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
                 qkv__decode_constrain(o, &h, lp + (int64_t)r * V, V, seen);
             }
             float lpv = 0;
-            int v = fused ? qkv__decode_pick_greedy_shifted(lp + (int64_t)r * V, V, shift[r], mx[r], o, &lpv)
-                          : pick(lp + (int64_t)r * V, V, o, rngs ? &rngs[k] : NULL);
+            if (fused) lpv = pick_lp[r];
+            int v = fused ? picked[r] : pick(lp + (int64_t)r * V, V, o, rngs ? &rngs[k] : NULL);
             if (v < 0) {
                 status = qkv_error_set(QKV_ERR_INVALID, "decode: every token is banned");
                 goto done;
@@ -182,6 +199,7 @@ done:
     free(attn);
     free(seen);
     free(shift);
+    free(picked);
     padded_free(&p);
     return status;
 }
@@ -436,6 +454,18 @@ qkv_status qkv_decode_beam(const qkv_decoder *d, const int32_t *src, int src_len
     /* One sentence is a batch of one: the same search as qkv_decode_batch's. */
     decode_item it = {.index = 0, .src = src, .len = src_len, .max_len = opts->max_len};
     return qkv__decode_beam_batch(d, &it, 1, opts, keep_one, out);
+}
+
+/* ---- kept workspaces: the thread's pack and arena chunk caches, open across calls ---- */
+
+void qkv_decode_keep_open(void) {
+    qkv__pack_cache_open();
+    qkv__arena_cache_open();
+}
+
+void qkv_decode_keep_close(void) {
+    qkv__arena_cache_close();
+    qkv__pack_cache_close();
 }
 
 /* ---- the driver: windows, batches, input order ---- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "decode_internal.h"
+#include "core/isa.h"
 #include "ops/log_softmax_rows.h"
 
 qkv_decode_opts qkv_decode_defaults(void) {
@@ -111,21 +112,33 @@ int qkv__decode_pick_greedy(const float *lp, int64_t V, const qkv_decode_opts *o
     return best;
 }
 
+/* The first k >= k0 with x[k] - shift == top, or V. Whole blocks of 16 first, each one vector compare and a test
+ * (a block of a bound the compiler knows: with the bound min(16, V - k) it compiled to one scalar compare and
+ * branch per token), then the tokens of the block that holds one. */
+QKV_KERNEL_BODY int64_t first_equal_body(const float *restrict x, int64_t k0, int64_t V, float shift, float top) {
+    int64_t k = k0;
+    for (; k + 16 <= V; k += 16) {
+        int hit = 0;
+        for (int l = 0; l < 16; l++) hit |= x[k + l] - shift == top;
+        if (hit) break;
+    }
+    for (; k < V; k++)
+        if (x[k] - shift == top) return k;
+    return V;
+}
+QKV_ISA_KERNEL(int64_t, first_equal, (const float *restrict x, int64_t k0, int64_t V, float shift, float top),
+               (x, k0, V, shift, top))
+
 int qkv__decode_pick_greedy_shifted(float *x, int64_t V, float shift, float mx, const qkv_decode_opts *o, float *lp) {
     /* x - shift only rounds, never reorders: the normalised row's maximum is mx - shift, and the tokens holding it
      * are those whose x - shift equals it. */
     float top = mx - shift;
     if (top > -INFINITY)
-        for (int64_t k0 = 0; k0 < V; k0 += 16) { /* 16 at a time: a compare the compiler vectorises */
-            int64_t n = V - k0 < 16 ? V - k0 : 16;
-            bool hit = false;
-            for (int64_t l = 0; l < n; l++) hit |= x[k0 + l] - shift == top;
-            for (int v = (int)k0; hit && v < k0 + n; v++)
-                if (x[v] - shift == top && decode_allowed(o, v)) {
-                    *lp = top;
-                    return v;
-                }
-        }
+        for (int64_t v = first_equal(x, 0, V, shift, top); v < V; v = first_equal(x, v + 1, V, shift, top))
+            if (decode_allowed(o, (int)v)) {
+                *lp = top;
+                return (int)v;
+            }
     for (int64_t k = 0; k < V; k++) x[k] -= shift;
     int v = qkv__decode_pick_greedy(x, V, o, NULL);
     *lp = v >= 0 ? x[v] : -INFINITY;

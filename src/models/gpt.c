@@ -273,16 +273,20 @@ static void dense(const qkv_ctx *ctx, const float *x, int64_t M, int Bn, const q
                   float *y) {
     int64_t out = w->shape[0], in = w->shape[1], chunk = QKV__PACKED_MAX_M;
     const float *W = w->data, *b = bias ? bias->data : NULL;
-    if (b)
-        for (int64_t r = 0; r < M; r++) memcpy(y + r * out, b, sizeof(float) * (size_t)out);
-    /* A step of more rows than the packed path takes goes to BLAS without asking. */
+    /* A step of more rows than the packed path takes goes to BLAS without asking. The packed path adds the bias as
+     * it stores (the bits of the bias rows below plus an accumulating product). */
     int64_t first = Bn == 1 ? 1 : M < chunk ? M : chunk;
-    if (Bn <= chunk && qkv__gemm_xwt(ctx, first, out, in, x, in, W, y, out, b != NULL)) {
-        for (int64_t r = first; r < M; r += chunk) /* the pack exists now, so these cannot decline */
-            (void)qkv__gemm_xwt(ctx, M - r < chunk ? M - r : chunk, out, in, x + r * in, in, W, y + r * out, out,
-                                b != NULL);
+    if (Bn <= chunk && (b ? qkv__gemm_xwt_bias(ctx, first, out, in, x, in, W, b, y, out)
+                          : qkv__gemm_xwt(ctx, first, out, in, x, in, W, y, out, false))) {
+        for (int64_t r = first; r < M; r += chunk) { /* the pack exists now, so these cannot decline */
+            int64_t m = M - r < chunk ? M - r : chunk;
+            if (b) (void)qkv__gemm_xwt_bias(ctx, m, out, in, x + r * in, in, W, b, y + r * out, out);
+            else (void)qkv__gemm_xwt(ctx, m, out, in, x + r * in, in, W, y + r * out, out, false);
+        }
         return;
     }
+    if (b)
+        for (int64_t r = 0; r < M; r++) memcpy(y + r * out, b, sizeof(float) * (size_t)out);
     if (Bn == 1) {
         qkv__gemv_xwt(M, out, in, x, W, b, y);
         return;
@@ -397,16 +401,17 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
         if (!h) return NULL;
         dense(ctx, qkv_f32(h), M, Bn, blk->attn_w, blk->attn_b, qs);
         float *kl = d->k + l * layer, *vl = d->v + l * layer;
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t i = 0; i < items; i++) {
-                int64_t b = i / H, hd = i % H;
+        /* A (row, head)'s new keys and values go into its block right before it attends, by the same thread: the
+         * block's lines come in from memory once, for the writes and the reads (written in a pass of their own
+         * before the attention, they were fetched for the writes and were gone again when read). */
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+        for (int64_t i = 0; i < items; i++) {
+            int64_t b = i / H, hd = i % H;
+            for (int64_t t = 0; t < n; t++) {
                 const float *row = qs + (t * Bn + b) * 3 * D;
                 put_key(kl + (size_t)i * block, pos + t, dh, row + D + hd * dh);
                 memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
             }
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
-        for (int64_t i = 0; i < items; i++) {
-            int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {
                 int64_t r = t * Bn + b;
                 attend(qs + r * 3 * D + hd * dh, kl + (size_t)i * block, vl + (size_t)i * block, pos + t + 1, dh,

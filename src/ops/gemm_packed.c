@@ -85,6 +85,7 @@ typedef struct {
     int64_t M, ldx, ldy, ncols;
     int np;
     bool accumulate;
+    const float *bias; /* the group's first column's bias: y = bias + sum (accumulate is then false), or NULL */
     const char *pf;
     int64_t pf_lines;
 } gp_group;
@@ -155,7 +156,9 @@ static void group_generic(const gp_group *g) {
         for (int64_t i = 0; i < rows; i++) {
             float *yr = g->y + (i0 + i) * g->ldy;
             const float *tr = t + i * NR;
-            if (g->accumulate)
+            if (g->bias)
+                for (int64_t j = 0; j < g->ncols; j++) yr[j] = g->bias[j] + tr[j];
+            else if (g->accumulate)
                 for (int64_t j = 0; j < g->ncols; j++) yr[j] += tr[j];
             else
                 for (int64_t j = 0; j < g->ncols; j++) yr[j] = tr[j];
@@ -211,16 +214,18 @@ static GP_T2 void tile_avx2(const gp_group *g, const float *const *xr, float *co
     for (int i = 0; i < rows; i++) {
         __m256 v0 = _mm256_load_ps(t + i * NR), v1 = _mm256_load_ps(t + i * NR + 8);
         if (n == NR) {
-            if (g->accumulate) {
-                v0 = _mm256_add_ps(_mm256_loadu_ps(yr[i]), v0);
-                v1 = _mm256_add_ps(_mm256_loadu_ps(yr[i] + 8), v1);
+            if (g->bias || g->accumulate) {
+                const float *a = g->bias ? g->bias : yr[i];
+                v0 = _mm256_add_ps(_mm256_loadu_ps(a), v0);
+                v1 = _mm256_add_ps(_mm256_loadu_ps(a + 8), v1);
             }
             _mm256_storeu_ps(yr[i], v0);
             _mm256_storeu_ps(yr[i] + 8, v1);
         } else {
-            if (g->accumulate) {
-                v0 = _mm256_add_ps(_mm256_maskload_ps(yr[i], m0), v0);
-                v1 = _mm256_add_ps(_mm256_maskload_ps(yr[i] + 8, m1), v1);
+            if (g->bias || g->accumulate) {
+                const float *a = g->bias ? g->bias : yr[i];
+                v0 = _mm256_add_ps(_mm256_maskload_ps(a, m0), v0);
+                v1 = _mm256_add_ps(_mm256_maskload_ps(a + 8, m1), v1);
             }
             _mm256_maskstore_ps(yr[i], m0, v0);
             _mm256_maskstore_ps(yr[i] + 8, m1, v1);
@@ -288,7 +293,8 @@ tile_avx512(const gp_group *g, const float *const *xr, float *const *yr, int row
     for (int i = 0; i < rows; i++)
         for (int h = 0; h < np; h++) {
             __m512 v = c[h][i];
-            if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m[h], yr[i] + h * NR), v);
+            if (g->bias || g->accumulate)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(m[h], (g->bias ? g->bias : yr[i]) + h * NR), v);
             _mm512_mask_storeu_ps(yr[i] + h * NR, m[h], v);
         }
 }
@@ -394,7 +400,7 @@ void qkv__pack_free(qkv__pack *p) {
 /* One pass of the panels over M (1..QKV__PACKED_BLOCK_M) rows of x: groups of gw adjacent panels, each group
  * computed for all M rows while it is in L1, the next group prefetched meanwhile. */
 static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
-                       bool accumulate) {
+                       bool accumulate, const float *bias) {
     group_fn group = group_generic;
     int64_t gw = 1; /* panels a group kernel takes at once */
 #if QKV_X86_KERNELS
@@ -416,18 +422,25 @@ static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ld
         int64_t nq = panels - q1 < gw ? panels - q1 : gw; /* panels of the next group */
         gp_group gr = {.p = p, .P = p->p + q0 * K * NR, .x = x, .y = y + q0 * NR, .M = M, .ldx = ldx, .ldy = ldy,
                        .ncols = N - q0 * NR < np * NR ? N - q0 * NR : np * NR, .np = (int)np,
-                       .accumulate = accumulate, .pf = nq > 0 ? (const char *)(p->p + q1 * K * NR) : NULL,
+                       .accumulate = accumulate && !bias, .bias = bias ? bias + q0 * NR : NULL, .pf = nq > 0 ? (const char *)(p->p + q1 * K * NR) : NULL,
                        .pf_lines = nq > 0 ? nq * K * NR * (int64_t)sizeof(float) / GP_LINE : 0};
         group(&gr);
     }
 }
 
-void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
-                    bool accumulate) {
+/* qkv__pack_gemm, or y = bias + x W^T when bias is given: the sum a bias row in y and an accumulating product give,
+ * bit for bit (one addition of the same two numbers), without writing y twice. */
+static void pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      bool accumulate, const float *bias) {
     for (int64_t i0 = 0; i0 < M; i0 += QKV__PACKED_BLOCK_M) {
         int64_t m = M - i0 < QKV__PACKED_BLOCK_M ? M - i0 : QKV__PACKED_BLOCK_M;
-        gemm_block(p, m, x + i0 * ldx, ldx, y + i0 * ldy, ldy, accumulate);
+        gemm_block(p, m, x + i0 * ldx, ldx, y + i0 * ldy, ldy, accumulate, bias);
     }
+}
+
+void qkv__pack_gemm(const qkv__pack *p, int64_t M, const float *x, int64_t ldx, float *y, int64_t ldy,
+                    bool accumulate) {
+    pack_gemm(p, M, x, ldx, y, ldy, accumulate, NULL);
 }
 
 /* ---- a decoding state's packs ---- */
@@ -525,8 +538,8 @@ static qkv__pack *pack_for(const float *W, int64_t N, int64_t K) {
     return p;
 }
 
-bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
-                   float *y, int64_t ldy, bool accumulate) {
+static bool gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
+                     float *y, int64_t ldy, bool accumulate, const float *bias) {
     qkv__packs *ps = qkv__ctx_packs(ctx);
     if (!ps || M < 1 || M > QKV__PACKED_MAX_M || N < 1 || K < 1) return false;
     const qkv__pack *p = NULL;
@@ -543,6 +556,16 @@ bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const fl
         ps->e[ps->n_e++] = (entry){W, N, K, np};
         p = np;
     }
-    qkv__pack_gemm(p, M, x, ldx, y, ldy, accumulate);
+    pack_gemm(p, M, x, ldx, y, ldy, accumulate, bias);
     return true;
+}
+
+bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
+                   float *y, int64_t ldy, bool accumulate) {
+    return gemm_xwt(ctx, M, N, K, x, ldx, W, y, ldy, accumulate, NULL);
+}
+
+bool qkv__gemm_xwt_bias(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx,
+                        const float *W, const float *bias, float *y, int64_t ldy) {
+    return gemm_xwt(ctx, M, N, K, x, ldx, W, y, ldy, false, bias);
 }

@@ -59,6 +59,11 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w);
  * not allowed, M < 2 with no pack yet, M > QKV__PACKED_MAX_M, or out of memory. */
 bool qkv__gemm_xwt(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, const float *W,
                    float *y, int64_t ldy, bool accumulate);
+/* The same with a bias [N] (not NULL): y = bias + x W^T, the bits of the bias copied into y and then accumulated
+ * into, without the copy (a decoding step's vocabulary projection is 64 x 8,000 floats of y). False as above, y then
+ * untouched. */
+bool qkv__gemm_xwt_bias(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx,
+                        const float *W, const float *bias, float *y, int64_t ldy);
 
 /* A pack cache on the calling thread, for a stretch of work that starts many decoding states over the same weights
  * (qkv_decode_batch's batches): while one is open, a state packing a weight that an earlier state packed takes

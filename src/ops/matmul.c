@@ -304,6 +304,9 @@ static qkv_status linear_backward(qkv_ctx *ctx, qkv_node *n) {
 static void linear_rows(const qkv_ctx *ctx, const qkv_tensor *x, const float *w_own, const qkv_tensor *w,
                         const qkv_tensor *bias, int64_t R, float *yp) {
     int64_t in = w->shape[1], out = w->shape[0];
+    /* The packed path adds the bias as it stores each sum (the bits of the copy below plus accumulating). */
+    if (bias && R > 0 && out > 0 && w_own && qkv__gemm_xwt_bias(ctx, R, out, in, x->data, in, w_own, bias->data, yp, out))
+        return;
     if (bias) {
         const float *bp = bias->data;
         int nth = qkv__par_threads((double)R * (double)out * 2.0 * QKV__PAR_STREAM); /* written: read in, then out */
