@@ -404,7 +404,7 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
                 put_key(kl + (size_t)i * block, pos + t, dh, row + D + hd * dh);
                 memcpy(vl + (size_t)i * block + (size_t)(pos + t) * dh, row + 2 * D + hd * dh, sizeof(float) * dh);
             }
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
         for (int64_t i = 0; i < items; i++) {
             int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {
