@@ -5,6 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config
+  clang libomp-dev         # CI's second compiler (make clang): clang and LLVM's OpenMP runtime
   libopenblas-dev          # cblas headers (and the default pthread build)
   libopenblas0-openmp      # the OpenMP build qkv links: one thread pool for BLAS and qkv's kernels
   libcjson-dev             # JSON configs, safetensors headers

@@ -321,6 +321,12 @@ fi
 expect_msg "a flag missing its value says so" 1 'train: --run needs a value' "$QKV" train --config "$T/x.json" --run
 expect_msg "...for every command (eval --split)" 1 'eval: --split needs a value' "$QKV" eval --run "$T/r1" --split
 expect_msg "...(translate --beam)" 1 'translate: --beam needs a value' "$QKV" translate --run "$T/r1" --beam
+expect_msg "...a quoted text (attend --pair)" 1 'attend: --pair needs a value' "$QKV" attend --model "$T/hf" "a b" --pair
+expect_msg "...a list (data cloze-qa --kinds)" 1 'data: --kinds needs a value' "$QKV" data cloze-qa "$T/x.txt" --kinds
+expect_msg "...a list of numbers (lesson parallel --lengths)" 1 'lesson: --lengths needs a value' \
+  "$QKV" lesson parallel --lengths
+expect_msg "a boolean flag of prose help is no value flag (embed attend --all)" 2 'nosuch' \
+  "$QKV" embed attend --vectors "$T/nosuch.txt" "a b" --all
 expect_msg "a boolean flag last is not taken for one with a value" 2 'nosuch.json' \
   "$QKV" train --config "$T/nosuch.json" --run "$T/r8e" --quiet
 : >"$T/empty1"; : >"$T/empty2"

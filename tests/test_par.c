@@ -1,7 +1,8 @@
 /* Threads a parallel region gets (src/core/par.h) and the one-row product that asks for them (src/ops/gemv.h):
  * small work stays on the calling thread, large work gets the thread count cut to the idle cores, the idle-core
  * estimate is a core count once it has an interval to measure, and the GEMV's bits depend neither on the thread
- * count, nor on the rows beside a row, nor on the instruction-set path. */
+ * count, nor on the rows beside a row, nor on the instruction-set path; and a region run on one thread leaves the
+ * next region its whole thread count. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <omp.h>
@@ -48,6 +49,27 @@ TEST(threads_cut_to_idle_cores) {
         inside = omp_get_num_threads() > 1 ? qkv__par_threads(1e12) : 1; /* a team of 1 would test nothing */
     }
     CHECKF(inside == 1, "inside a parallel region: %d threads", inside);
+    qkv__par_set_cores_free(0);
+    qkv_threads_set(threads);
+}
+
+/* A region that ran on one thread leaves the next region of the thread its whole thread count: under clang's OpenMP
+ * runtime an if clause beside num_threads did not (src/core/par.h), and an OpenBLAS GEMM next waited forever. */
+TEST(one_thread_region_leaves_the_next_its_threads) {
+    int threads = qkv_threads_get();
+    qkv_threads_set(2);
+    qkv__par_set_cores_free(2);
+    const int64_t N = 8, K = 8;
+    float W[8 * 8] = {0}, x[8] = {0}, y[8];
+    CHECK(qkv__par_threads(qkv__par_gemm_work(1, N, K)) == 1); /* too small for threads */
+    qkv__gemv_xwt(1, N, K, x, W, NULL, y);
+    int team = 0;
+#pragma omp parallel
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    CHECKF(team == 2, "the region after a one-thread region ran on %d threads of 2", team);
     qkv__par_set_cores_free(0);
     qkv_threads_set(threads);
 }
@@ -118,6 +140,7 @@ done:
 int main(void) {
     RUN(small_work_stays_on_one_thread);
     RUN(threads_cut_to_idle_cores);
+    RUN(one_thread_region_leaves_the_next_its_threads);
     RUN(idle_cores_measured);
     RUN(gemv_same_bits_any_threads_rows_or_path);
     return test_finish();

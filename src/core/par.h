@@ -36,7 +36,11 @@ static inline double qkv__par_gemm_work(int64_t M, int64_t N, int64_t K) {
 /* Threads for a region of `work`: 1 below QKV__PAR_MIN or inside another parallel region; the thread count from
  * QKV__PAR_SHARED_MIN; in between the thread count (omp_get_max_threads) cut to the cores other processes leave
  * idle (qkv__par_cores_free). The count follows the machine's load, so only regions whose results do not depend on
- * it may ask: each output computed whole by one thread, no reduction split by thread. */
+ * it may ask: each output computed whole by one thread, no reduction split by thread.
+ * A region takes the count as num_threads(n) alone, never beside an if clause: LLVM's OpenMP runtime (clang 14's,
+ * llvm/llvm-project#63197) keeps the num_threads of a region its if clause ran serially for the thread's next
+ * region, so the next one ran on 1 thread, and an OpenBLAS GEMM there waited forever for its second thread. With
+ * num_threads(1) both runtimes run the region on the calling thread as an if clause would (tests/omp_pragmas.sh). */
 int qkv__par_threads(double work);
 
 /* Cores of this machine that other processes left idle over the last fraction of a second (the machine's busy

@@ -404,7 +404,7 @@ static qkv_tensor *run_positions(qkv_gpt_decoder *d, const int32_t *tokens, int6
         /* A (row, head)'s new keys and values go into its block right before it attends, by the same thread: the
          * block's lines come in from memory once, for the writes and the reads (written in a pass of their own
          * before the attention, they were fetched for the writes and were gone again when read). */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
         for (int64_t i = 0; i < items; i++) {
             int64_t b = i / H, hd = i % H;
             for (int64_t t = 0; t < n; t++) {

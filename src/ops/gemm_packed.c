@@ -416,7 +416,7 @@ static void gemm_block(const qkv__pack *p, int64_t M, const float *x, int64_t ld
 #endif
     int64_t N = p->n, K = p->k, panels = p->panels, groups = (panels + gw - 1) / gw;
     int nth = qkv__par_threads(qkv__par_gemm_work(M, N, K)); /* panels are split whole: any count, the same bits */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t g = 0; g < groups; g++) {
         int64_t q0 = g * gw, np = panels - q0 < gw ? panels - q0 : gw, q1 = q0 + np;
         int64_t nq = panels - q1 < gw ? panels - q1 : gw; /* panels of the next group */

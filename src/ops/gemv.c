@@ -42,7 +42,7 @@ QKV_ISA_KERNEL_VOID(gemv_range,
 void qkv__gemv_xwt(int64_t M, int64_t N, int64_t K, const float *x, const float *W, const float *b, float *y) {
     int64_t total = M * N, chunks = (total + 63) / 64;
     int nth = qkv__par_threads(qkv__par_gemm_work(M, N, K));
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t ch = 0; ch < chunks; ch++)
         gemv_range(W, x, K, N, b, ch * 64, (ch + 1) * 64 < total ? (ch + 1) * 64 : total, y);
 }

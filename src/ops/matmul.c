@@ -310,7 +310,7 @@ static void linear_rows(const qkv_ctx *ctx, const qkv_tensor *x, const float *w_
     if (bias) {
         const float *bp = bias->data;
         int nth = qkv__par_threads((double)R * (double)out * 2.0 * QKV__PAR_STREAM); /* written: read in, then out */
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
         for (int64_t r = 0; r < R; r++) memcpy(yp + r * out, bp, (size_t)out * sizeof(float));
     }
     /* A decoding step's few rows by a weight its state packed (gemm_packed.h), or its single row by our GEMV

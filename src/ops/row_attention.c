@@ -55,7 +55,7 @@ void qkv__row_attention(const float *q, int64_t R, int64_t D, const int32_t *src
                         float *w) {
     /* scores and weighted values over keys and values read from memory once; every row computed whole by one thread */
     int nth = qkv__par_threads((1.0 + QKV__PAR_STREAM) * (double)R * (double)S * (double)(D + Dv));
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t r = 0; r < R; r++) {
         const int64_t s = src_of[r];
         row_one(q + r * D, D, keys + s * S * D, values + s * S * Dv, Dv, pad ? pad + s * S : NULL, S, scale,

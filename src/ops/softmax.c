@@ -236,13 +236,13 @@ static int rows_threads(int64_t rows, int64_t n) {
 
 void qkv__log_softmax_rows(float *y, const float *x, int64_t rows, int64_t n) {
     int nth = rows_threads(rows, n);
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t r = 0; r < rows; r++) row_forward(y + r * n, x + r * n, n, true);
 }
 
 void qkv__log_softmax_rows_inplace(float *x, int64_t rows, int64_t n) {
     int nth = rows_threads(rows, n);
-#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+#pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t r = 0; r < rows; r++) row_log_inplace(x + r * n, n);
 }
 

@@ -7,17 +7,24 @@
 
 #include "cli.h"
 
-/* Whether help text shows flag followed by a value placeholder: an upper-case word (DIR, FILE, N, PAGE.html) or a
- * word with '|' or '=' (dev|test, key.path=value). */
+/* Whether a word after a flag in help text is a value placeholder: an upper-case word (DIR, FILE, N, PAGE.html), a
+ * quoted text ("second"), a number, a list (64,128,... or named,nouns: a comma with more after it) or a word with
+ * '|' or '=' (dev|test, key.path=value). A lower-case word is prose ("--all, every word"; "--cased to keep"). */
+static bool placeholder(const char *w, size_t len) {
+    unsigned char c = (unsigned char)w[0];
+    if (isupper(c) || isdigit(c) || c == '"' || c == '\'') return true;
+    return memchr(w, '|', len) || memchr(w, '=', len) || (len > 1 && memchr(w, ',', len - 1));
+}
+
+/* Whether help text shows flag followed by a value placeholder. */
 static bool takes_value(const char *help, const char *flag) {
     size_t n = strlen(flag);
     for (const char *p = strstr(help, flag); p; p = strstr(p + 1, flag)) {
         bool starts = p == help || strchr(" [(|,\n", p[-1]);
         if (!starts || p[n] != ' ') continue;
         const char *w = p + n + 1;
-        size_t len = strcspn(w, " ]\n),");
-        if (!len) continue;
-        if (isupper((unsigned char)w[0]) || memchr(w, '|', len) || memchr(w, '=', len)) return true;
+        size_t len = strcspn(w, " ]\n)");
+        if (len && placeholder(w, len)) return true;
     }
     return false;
 }
