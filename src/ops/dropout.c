@@ -16,23 +16,34 @@
 #define PAR_MIN (1 << 15)
 #define LANES QKV_PHILOX_LANES /* Philox blocks generated together */
 #define BLOCKS_PER_CHUNK 1024  /* 4096 elements per thread work item; a multiple of LANES */
+#define GRAD_CHUNK 4096        /* elements per work item of the backward pass */
 
-/* dx = dy * keep / (1 - p), written into a fresh gradient or added. */
+/* dx = dy * keep / (1 - p) over [0, n), written (fresh) or added. Compiled per instruction set (core/isa.h). */
+QKV_KERNEL_BODY void grad_range_body(bool fresh, float *restrict dx, const float *restrict dy,
+                                     const unsigned char *restrict keep, int64_t n, float scale) {
+    if (fresh)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (keep[i] ? scale : 0.0f);
+    else
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+}
+QKV_ISA_KERNEL_VOID(grad_range,
+                    (bool fresh, float *restrict dx, const float *restrict dy, const unsigned char *restrict keep,
+                     int64_t n, float scale),
+                    (fresh, dx, dy, keep, n, scale))
+
 static qkv_status dropout_backward(qkv_ctx *ctx, qkv_node *nd) {
     bool fresh;
     qkv_tensor *gx = qkv__grad_fresh(ctx, nd->in[0], &fresh);
     if (!gx) return QKV_OK;
-    const unsigned char *restrict keep = nd->saved;
-    const float *restrict dy = nd->out->grad->data;
-    float *restrict dx = gx->data;
+    const unsigned char *keep = nd->saved;
+    const float *dy = nd->out->grad->data;
+    float *dx = gx->data;
     float scale = (float)nd->f[0];
-    int64_t n = qkv_numel(gx);
-    if (fresh) {
+    int64_t n = qkv_numel(gx), nchunks = (n + GRAD_CHUNK - 1) / GRAD_CHUNK;
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (keep[i] ? scale : 0.0f);
-    } else {
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * GRAD_CHUNK, len = n - lo < GRAD_CHUNK ? n - lo : GRAD_CHUNK;
+        grad_range(fresh, dx + lo, dy + lo, keep + lo, len, scale);
     }
     return QKV_OK;
 }
