@@ -179,11 +179,13 @@ typedef struct {
     const qkv_decode_opts *o;
     int64_t V;
     int tok[5];
-    float lp[5];
+    float lp[5], sh[5], mx[5]; /* the shifts each row's pick was handed */
 } each_pick;
 
 static void pick_each(void *user, int64_t r, float *row, float shift, float mx) {
     each_pick *e = user;
+    e->sh[r] = shift;
+    e->mx[r] = mx;
     e->tok[r] = qkv__decode_pick_greedy_shifted(row, e->V, shift, mx, e->o, &e->lp[r]);
 }
 
@@ -194,7 +196,7 @@ TEST(shift_each_equals_shift_then_pick) {
     enum { ROWS = 5, V = 8003 };
     qkv_decode_opts o = qkv_decode_defaults();
     float *x = malloc(sizeof(float) * ROWS * V), *y = malloc(sizeof(float) * ROWS * V);
-    float sh[ROWS], mx[ROWS], sh2[ROWS], mx2[ROWS];
+    float sh2[ROWS], mx2[ROWS];
     each_pick e = {.o = &o, .V = V};
     qkv_rng r;
     qkv_rng_init(&r, 11);
@@ -205,12 +207,12 @@ TEST(shift_each_equals_shift_then_pick) {
     x[2 * V + V - 1] = x[2 * V + V - 3] = 30.0f;
     for (int v = 0; v < V; v++) x[3 * V + v] = v == 100 ? 1e-7f : v == 7000 ? 2e-7f : 0.0f;
     memcpy(y, x, sizeof(float) * ROWS * V);
-    qkv__log_softmax_rows_shift_each(x, ROWS, V, sh, mx, pick_each, &e);
+    qkv__log_softmax_rows_shift_each(x, ROWS, V, pick_each, &e);
     qkv__log_softmax_rows_shift(y, ROWS, V, sh2, mx2);
     for (int i = 0; i < ROWS; i++) {
         float lp = 0;
         int want = qkv__decode_pick_greedy_shifted(y + (int64_t)i * V, V, sh2[i], mx2[i], &o, &lp);
-        CHECKF(sh[i] == sh2[i] && mx[i] == mx2[i], "row %d: shift %g / %g", i, (double)sh[i], (double)sh2[i]);
+        CHECKF(e.sh[i] == sh2[i] && e.mx[i] == mx2[i], "row %d: shift %g / %g", i, (double)e.sh[i], (double)sh2[i]);
         CHECKF(e.tok[i] == want && e.lp[i] == lp, "row %d: token %d (lp %.9g), want %d (%.9g)", i, e.tok[i],
                (double)e.lp[i], want, (double)lp);
     }

@@ -106,15 +106,14 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
         d->info.log_probs ? d->ops->step_logits : d->ops->step;
     bool fused = pick == qkv__decode_pick_greedy && !constrained && raw_step;
-    float *shift = fused ? malloc(sizeof(float) * 3 * (size_t)R) : NULL, *mx = shift ? shift + R : NULL,
-          *pick_lp = shift ? shift + 2 * (size_t)R : NULL;
+    float *pick_lp = fused ? malloc(sizeof(float) * (size_t)R) : NULL;
     int32_t *picked = fused ? malloc(sizeof(int32_t) * (size_t)R) : NULL;
     shifted_pick sp = {.V = V, .o = o, .tok = picked, .lp = pick_lp};
     qkv_hyps hs = {0};
     qkv_decoder_state *st = NULL;
     if (status) goto done;
     if (!tr || !tokens || !row || !from || !left || !lp || (o->want_attention && !attn) || (constrained && !seen) ||
-        (fused && (!shift || !picked))) {
+        (fused && (!pick_lp || !picked))) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode: out of memory");
         goto done;
     }
@@ -137,7 +136,7 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     while (alive > 0) {
         if (fused) {
             if ((status = raw_step(st, tokens, lp, attn))) goto done;
-            qkv__log_softmax_rows_shift_each(lp, alive, V, shift, mx, pick_shifted_row, &sp);
+            qkv__log_softmax_rows_shift_each(lp, alive, V, pick_shifted_row, &sp);
         } else if ((status = qkv__decode_step(d, st, tokens, lp, attn, alive)))
             goto done;
         int kept = 0;
@@ -198,7 +197,7 @@ done:
     free(lp);
     free(attn);
     free(seen);
-    free(shift);
+    free(pick_lp);
     free(picked);
     padded_free(&p);
     return status;

@@ -20,12 +20,11 @@ void qkv__log_softmax_rows_inplace(float *x, int64_t rows, int64_t n);
  * result, so a caller that reads a few entries of each row (greedy decoding: the best token and its log-probability)
  * skips the pass that writes them all. */
 void qkv__log_softmax_rows_shift(const float *x, int64_t rows, int64_t n, float *shift, float *mx);
-/* The same, and then each(user, r, row r, shift[r], mx[r]) on every row right after its shift, on the thread that
- * computed it, while the row is still in L1 (greedy decoding's pick of the best token reads the whole row again).
- * each runs concurrently for different rows and may write its own row. */
+/* The same shifts handed to each(user, r, row r, shift, mx) on every row right after they are computed, on the
+ * thread that computed them, while the row is still in L1 (greedy decoding's pick of the best token reads the whole
+ * row again). each runs concurrently for different rows and may write its own row. */
 typedef void (*qkv__row_shift_fn)(void *user, int64_t r, float *row, float shift, float mx);
-void qkv__log_softmax_rows_shift_each(float *x, int64_t rows, int64_t n, float *shift, float *mx,
-                                      qkv__row_shift_fn each, void *user);
+void qkv__log_softmax_rows_shift_each(float *x, int64_t rows, int64_t n, qkv__row_shift_fn each, void *user);
 
 QKV_INTERNAL_END
 #endif

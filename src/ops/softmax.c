@@ -251,11 +251,11 @@ void qkv__log_softmax_rows_shift(const float *x, int64_t rows, int64_t n, float 
     for (int64_t r = 0; r < rows; r++) shift[r] = row_log_shift(x + r * n, n, mx + r);
 }
 
-void qkv__log_softmax_rows_shift_each(float *x, int64_t rows, int64_t n, float *shift, float *mx,
-                                      qkv__row_shift_fn each, void *user) {
+void qkv__log_softmax_rows_shift_each(float *x, int64_t rows, int64_t n, qkv__row_shift_fn each, void *user) {
 #pragma omp parallel for schedule(static) if (rows * n > PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
-        shift[r] = row_log_shift(x + r * n, n, mx + r);
-        each(user, r, x + r * n, shift[r], mx[r]);
+        float mx;
+        float shift = row_log_shift(x + r * n, n, &mx);
+        each(user, r, x + r * n, shift, mx);
     }
 }
