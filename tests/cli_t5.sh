@@ -32,6 +32,22 @@ check "config show t5: the small default with a shared vocabulary" 'grep -Eq "\"
 sed 's/"type": "t5"/"type": "gpt"/' "$d/c.json" > "$d/gpt.json"
 "$QKV" train --config "$d/gpt.json" --run "$d/gpt" > /dev/null 2> "$d/err"; rc=$?
 check "span_corruption with a language model exits 2 naming the task" '[ $rc = 2 ] && grep -q "span_corruption" "$d/err"'
+# Fresh noise every pass (data.span_redraw, T5's behaviour): the first pass is the load-time draw, later passes
+# differ from a run that keeps it, and a run resumed after a redraw continues bit for bit.
+head -40 "$data/train.txt" > "$d/small.txt"
+cat > "$d/rd.json" <<JSON
+{"model": {"type": "t5", "d_model": 32, "n_heads": 2, "d_ff": 64, "dropout": 0.0},
+ "data": {"task": "span_corruption", "train": "$d/small.txt", "max_len": 32, "max_vocab": 500},
+ "train": {"steps": 20, "batch_size": 8, "log_every": 1, "checkpoint_every": 10}, "eval": {"every": 0}, "seed": 3}
+JSON
+losses() { grep -o "\"epoch\":$2,\"loss\":[0-9.]*" "$1/log.jsonl"; }
+QKV_THREADS=1 "$QKV" train --config "$d/rd.json" --run "$d/rd" --quiet > /dev/null 2>&1
+QKV_THREADS=1 "$QKV" train --config "$d/rd.json" --run "$d/once" --quiet --set data.span_redraw=false > /dev/null 2>&1
+check "span_redraw: the first pass is the load-time draw" '[ -n "$(losses "$d/rd" 0)" ] && [ "$(losses "$d/rd" 0)" = "$(losses "$d/once" 0)" ]'
+check "span_redraw: the second pass draws new noise" '[ -n "$(losses "$d/rd" 1)" ] && [ "$(losses "$d/rd" 1)" != "$(losses "$d/once" 1)" ]'
+QKV_THREADS=1 "$QKV" train --config "$d/rd.json" --run "$d/rs" --quiet --set train.steps=13 > /dev/null 2>&1
+QKV_THREADS=1 "$QKV" train --config "$d/rd.json" --run "$d/rs" --quiet --resume > /dev/null 2>&1
+check "span_redraw: resumed within the second pass, the same losses" '[ "$(grep -o "\"step\":20,[^}]*\"loss\":[0-9.]*" "$d/rs/log.jsonl")" = "$(grep -o "\"step\":20,[^}]*\"loss\":[0-9.]*" "$d/rd/log.jsonl")" ] && grep -q "\"step\":20," "$d/rd/log.jsonl"'
 # Text-to-text with task prefixes: one model, per-task metrics in eval, generate with a prefix.
 for i in $(seq 1 30); do
   printf 'sentiment: what a lovely happy day\tpositive\nsentiment: a sad and awful film\tnegative\n'

@@ -24,7 +24,7 @@ reuses the pretraining run and the single-task models (--no-singles: trains and 
 e.g. beside a running proportional one, once the pretraining run has finished).
 
     bench/quality/t5.py --qkv build/qkv [--steps 3000] [--pretrain 1000] [--batch 32] [--cap 20000] [--limit 300]
-                        [--train-limit 0] [--d-model 128] [--tokenizer bpe|word] [--bpe-vocab 8000]
+                        [--train-limit 0] [--d-model 128] [--pretrain-lr 3e-4] [--tokenizer bpe|word] [--bpe-vocab 8000]
                         [--mixing proportional|temperature|equal] [--temperature 2] [--out DIR]
 """
 import argparse
@@ -119,6 +119,9 @@ def main():
     ap.add_argument("--qkv", default=os.path.join(HERE, "..", "..", "build", "qkv"))
     ap.add_argument("--steps", type=int, default=3000, help="total steps of every model")
     ap.add_argument("--pretrain", type=int, default=1000, help="of which the multi-task model pretrains")
+    ap.add_argument("--pretrain-lr", type=float, default=3e-4,
+                    help="the span-corruption pretraining's learning rate (at 1e-3 it settles where the decoder ignores "
+                         "its encoder and fine-tuning starts worse than random weights: docs/t5.md)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--cap", type=int, default=20000)
     ap.add_argument("--limit", type=int, default=300, help="dev examples scored per task")
@@ -136,6 +139,9 @@ def main():
                     help="train.loss_average of every model (examples: runs named ..._ex)")
     ap.add_argument("--no-singles", action="store_true",
                     help="only the multi-task run (another --mixing beside a run that trains the single-task models)")
+    ap.add_argument("--no-multi", action="store_true",
+                    help="only the single-task models (beside a run of the same --out that trains the multi-task one; "
+                         "start it once that run has made the tokenizer)")
     ap.add_argument("--singles", default="", help="comma-separated tasks whose single-task models train ('': all)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -154,8 +160,9 @@ def main():
         single_vocab = dict(vocab, keep_sentinels=True)  # the multi-task model's shape
     else:
         vocab = single_vocab = {"max_vocab": 16000}
-    pre_train = dict(common["train"], steps=a.pretrain, loss_average="tokens")  # one pretraining run for both averages
-    pre = train(a.qkv, d, "pretrain", dict(common, model=model(a), train=pre_train,
+    pre_train = dict(common["train"], steps=a.pretrain, loss_average="tokens",  # one pretraining run for both averages
+                     optimizer={"lr": a.pretrain_lr})
+    pre = None if a.no_multi else train(a.qkv, d, "pretrain", dict(common, model=model(a), train=pre_train,
                                            data=dict(vocab, task="span_corruption", train=DATA, max_len=a.max_len)))
     mixing = {"mixing": a.mixing, "mixing_cap": a.cap}
     multi = "multi"
@@ -166,7 +173,7 @@ def main():
         multi += "_equal"
     ex = "_ex" if a.loss_average == "examples" else ""
     multi += ex
-    runs = {"multi": train(a.qkv, d, multi, dict(
+    runs = {} if a.no_multi else {"multi": train(a.qkv, d, multi, dict(
         common, model=model(a), train=dict(common["train"], steps=a.steps - a.pretrain),
         data=dict(mixing, tasks=task_list(names, f), max_len=a.max_len, tokenizer_from=pre, keep_sentinels=True,
                   **({"tokenizer": "bpe"} if a.tokenizer == "bpe" else {})),
@@ -177,14 +184,15 @@ def main():
         runs[n] = train(a.qkv, d, "single_" + n + ex, dict(
             common, model=model(a), train=dict(common["train"], steps=a.steps),
             data=dict(single_vocab, tasks=task_list([n], f), max_len=a.max_len)))
-    share = [json.loads(x) for x in open(os.path.join(runs["multi"], "log.jsonl")) if '"task_share"' in x]
+    share = [] if a.no_multi else [json.loads(x) for x in open(os.path.join(runs["multi"], "log.jsonl"))
+                                   if '"task_share"' in x]
     print(json.dumps({"bench": "t5_quality", "steps": a.steps, "pretrain_steps": a.pretrain, "batch": a.batch,
                       "cap": a.cap, "d_model": a.d_model, "tokenizer": a.tokenizer, "mixing": a.mixing, "loss_average": a.loss_average,
                       "temperature": a.temperature if a.mixing == "temperature" else None, "multi_run": multi,
                       "task_share": share[-1]["task_share"] if share else None}),
           flush=True)
     table = {}
-    for kind in ["multi"] + singles:
+    for kind in ([] if a.no_multi else ["multi"]) + singles:
         out = subprocess.run([a.qkv, "eval", "--run", runs[kind], "--split", "dev", "--json"], capture_output=True,
                              text=True, check=True).stdout
         scores = json.loads(out)["tasks"]

@@ -43,6 +43,7 @@ typedef struct qkv_run_settings {
         /* span_corruption (src/train/task_span.c) */
         double noise_density, mean_span;
         int64_t sentinels;
+        bool span_redraw;           /* span_corruption: fresh noise on the training text every pass (T5) */
         bool keep_sentinels;        /* seq2seq: the sentinel ids too (fine-tuning a span-corruption run) */
         const char *tokenizer_from; /* seq2seq: "" or a run directory whose tokenizer files this run copies */
         /* pretrain (src/train/task_pretrain.c, docs/bert.md) */

@@ -81,6 +81,9 @@ static const qkv_field FIELDS[] = {
     QKV_FIELD_NUM(S, data.noise_density, "data.noise_density", 0.15, 0, 1, QKV_FIELD_LO_OPEN | QKV_FIELD_HI_OPEN,
                   "span_corruption: fraction of the tokens dropped from the input"),
     QKV_FIELD_NUM(S, data.mean_span, "data.mean_span", 3, 1, 1000, 0, "span_corruption: mean length of a dropped span"),
+    QKV_FIELD_BOOL(S, data.span_redraw, "data.span_redraw", true,
+                   "span_corruption: draw the training text's noise afresh on every pass over it, as T5 does (the "
+                   "first pass is the load-time draw; dev files keep theirs); false: one draw at load"),
     QKV_FIELD_INT(S, data.sentinels, "data.sentinels", 100, 1, 1 << 16,
                   "span_corruption: sentinel ids <extra_id_0..> added at the top of the vocabulary"),
     QKV_FIELD_BOOL(S, data.keep_sentinels, "data.keep_sentinels", false,

@@ -311,8 +311,10 @@ static qkv_status next_batch(loop_ctx *L, const int64_t **idx, int64_t *count) {
     if (r->mt.n) return qkv__mt_next_batch(r, idx, count); /* multi-task: drawn by the mixing rates */
     for (int tries = 0; tries < 2; tries++) {
         if (!r->plan_valid || r->plan_epoch != r->state.data_epoch) {
-            /* Pretraining draws each epoch's sequences and masks anew (task_pretrain.c). */
+            /* Pretraining draws each epoch's sequences and masks anew (task_pretrain.c), span corruption its noise
+             * (task_span.c): both a function of the epoch, so a resumed run sees the same data. */
             qkv_status st = r->task.kind == TASK_PRETRAIN ? qkv__pretrain_epoch(&r->task, &r->train, r->state.data_epoch)
+                            : r->task.span                ? qkv__span_epoch(&r->task, &r->train, r->state.data_epoch)
                                                           : QKV_OK;
             if (st) return st;
             st = qkv__batch_plan_build(&r->plan, &r->train, bs, shuffle, bucket, r->data_seed,

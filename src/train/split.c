@@ -57,6 +57,7 @@ static void qa_split_free(struct qa_split *q) {
 
 void qkv__split_free(split *s) {
     qa_split_free(s->qa);
+    qkv__span_text_free(s->span);
     free(s->pool);
     free(s->ex);
     memset(s, 0, sizeof *s);

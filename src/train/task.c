@@ -268,6 +268,7 @@ qkv_status qkv__task_prepare(task *t, const cJSON *cfg, const char *task_name, c
         t->noise_density = (float)rs->data.noise_density;
         t->mean_span = (float)rs->data.mean_span;
         t->span_seed = (uint64_t)rs->seed;
+        t->span_redraw = rs->data.span_redraw;
     }
     const char *train_path = rs->data.train;
     const char *format = rs->data.format;

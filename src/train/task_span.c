@@ -4,9 +4,11 @@
  * ../shared/data, the English training documents of qkv_documents_read_data_dir (the corpus reader BERT pretraining
  * uses; it never reads a dev or test split), each document's sentences joined by spaces. Every document is encoded with the run's tokenizer and the ids are concatenated
  * (T5's reduce_concat_tokens), then cut into runs of the raw length T5's random_spans_helper gives for an input of
- * data.max_len tokens (128: 141 raw tokens, 29 target tokens); each run is one example, corrupted once at load with
- * a generator seeded by the run's seed (a file always gives the same examples; T5 redraws the noise per pass, which
- * this trades for reproducible dev losses). The sentinels are the data.sentinels ids above the tokenizer's.
+ * data.max_len tokens (128: 141 raw tokens, 29 target tokens); each run is one example, corrupted at load with a
+ * generator seeded by the run's seed. With data.span_redraw (the default) the training split keeps its token stream
+ * and draws fresh noise at every pass, as T5 does, from a generator seeded by the seed and the pass, so a resumed
+ * run sees the same examples; a dev file keeps its load-time draw (comparable dev losses). The sentinels are the
+ * data.sentinels ids above the tokenizer's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,29 +108,56 @@ static qkv_status add_doc(const char *text, size_t len, void *user) {
     return st;
 }
 
-qkv_status qkv__span_load(task *t, const char *path, split *out) {
-    stream s = {.t = t};
-    int64_t raw = 0, tgt_len = 0;
-    qkv_status st = qkv_span_lengths(t->max_len, t->noise_density, t->mean_span, &raw, &tgt_len);
-    if (st != QKV_OK) return qkv_error_set(st, "data.max_len: %s", qkv_last_error());
-    st = qkv__docs_each(path, add_doc, &s);
-    if (st != QKV_OK && !strstr(qkv_last_error(), path)) st = qkv_error_set(st, "%s: %s", path, qkv_last_error());
-    uint8_t *mask = st == QKV_OK ? malloc((size_t)raw) : NULL;
-    int32_t *in = mask ? malloc(sizeof *in * (size_t)(raw + 1)) : NULL, *tg = in ? malloc(sizeof *tg * (size_t)(raw + 2)) : NULL;
-    if (st == QKV_OK && !tg) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+/* What a training split redraws its noise from: the concatenated ids, cut into runs of `raw` tokens. */
+struct span_text {
+    int32_t *ids;
+    int64_t n, raw;
+    uint64_t epoch; /* the pass whose noise the split holds */
+};
+
+void qkv__span_text_free(struct span_text *x) {
+    if (x) free(x->ids);
+    free(x);
+}
+
+/* Pass 0 keeps the run's seed (the examples a file has always given); later passes mix the pass in. */
+static uint64_t pass_seed(const task *t, uint64_t epoch) {
+    return epoch ? t->span_seed ^ (epoch * 0x9E3779B97F4A7C15ULL) : t->span_seed;
+}
+
+/* Corrupts every run of x with one generator seeded for `epoch`: appended as new examples, or (redraw) written over
+ * the split's examples in place, which fits because a run's input and target lengths depend on its length alone. */
+static qkv_status corrupt(const task *t, const char *path, const struct span_text *x, uint64_t epoch, bool redraw,
+                          split *out) {
+    uint8_t *mask = malloc((size_t)x->raw);
+    int32_t *in = mask ? malloc(sizeof *in * (size_t)(x->raw + 1)) : NULL;
+    int32_t *tg = in ? malloc(sizeof *tg * (size_t)(x->raw + 2)) : NULL;
+    qkv_status st = tg ? QKV_OK : qkv_error_set(QKV_ERR_NOMEM, "out of memory");
     qkv_rng rng;
-    qkv_rng_init(&rng, t->span_seed);
-    for (int64_t start = 0; st == QKV_OK && start + 1 < s.n; start += raw) {
-        int64_t len = s.n - start < raw ? s.n - start : raw, ni = 0, nt = 0;
+    qkv_rng_init(&rng, pass_seed(t, epoch));
+    int64_t k = 0;
+    for (int64_t start = 0; st == QKV_OK && start + 1 < x->n; start += x->raw, k++) {
+        int64_t len = x->n - start < x->raw ? x->n - start : x->raw, ni = 0, nt = 0;
         st = qkv_span_noise_mask(len, t->noise_density, t->mean_span, &rng, mask);
         if (st == QKV_OK)
-            st = qkv_span_corrupt(s.ids + start, mask, len, (int32_t)t->vocab_size, t->eos, in, &ni, tg + 1, &nt);
+            st = qkv_span_corrupt(x->ids + start, mask, len, (int32_t)t->vocab_size, t->eos, in, &ni, tg + 1, &nt);
         if (st != QKV_OK) {
             st = qkv_error_set(st, "%s: %s (data.max_len %lld, data.sentinels %lld)", path, qkv_last_error(),
                                (long long)t->max_len, (long long)(t->vocab_size - t->base_vocab));
             break;
         }
         tg[0] = t->tgt_bos;
+        if (redraw) {
+            example *e = k < out->n ? &out->ex[k] : NULL;
+            if (!e || e->n != ni || e->tn != nt + 1) {
+                st = qkv_error_set(QKV_ERR_INVALID, "span corruption: pass %llu changed run %lld's lengths",
+                                   (unsigned long long)epoch, (long long)k);
+                break;
+            }
+            memcpy(out->pool + e->off, in, sizeof *in * (size_t)ni);
+            memcpy(out->pool + e->toff, tg, sizeof *tg * (size_t)(nt + 1));
+            continue;
+        }
         example *e = qkv__split_example(out);
         if (!e) {
             st = qkv_last_status();
@@ -141,12 +170,35 @@ qkv_status qkv__span_load(task *t, const char *path, split *out) {
         e->tn = nt + 1;
         if (st == QKV_OK) st = qkv__split_append(out, tg, nt + 1);
     }
-    out->n_chars = s.chars;
-    if (st == QKV_OK && out->n == 0) st = qkv_error_set(QKV_ERR_FORMAT, "%s: no text to corrupt", path);
-    free(s.ids);
     free(mask);
     free(in);
     free(tg);
+    return st;
+}
+
+qkv_status qkv__span_load(task *t, const char *path, split *out) {
+    stream s = {.t = t};
+    int64_t raw = 0, tgt_len = 0;
+    qkv_status st = qkv_span_lengths(t->max_len, t->noise_density, t->mean_span, &raw, &tgt_len);
+    if (st != QKV_OK) return qkv_error_set(st, "data.max_len: %s", qkv_last_error());
+    st = qkv__docs_each(path, add_doc, &s);
+    if (st != QKV_OK && !strstr(qkv_last_error(), path)) st = qkv_error_set(st, "%s: %s", path, qkv_last_error());
+    struct span_text *x = st == QKV_OK ? calloc(1, sizeof *x) : NULL;
+    if (st == QKV_OK && !x) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+    if (x) *x = (struct span_text){.ids = s.ids, .n = s.n, .raw = raw};
+    else free(s.ids);
+    if (st == QKV_OK) st = corrupt(t, path, x, 0, false, out);
+    out->n_chars = s.chars;
+    if (st == QKV_OK && out->n == 0) st = qkv_error_set(QKV_ERR_FORMAT, "%s: no text to corrupt", path);
+    if (st == QKV_OK && t->span_redraw) out->span = x;
+    else qkv__span_text_free(x);
+    return st;
+}
+
+qkv_status qkv__span_epoch(const task *t, split *s, uint64_t epoch) {
+    if (!s->span || s->span->epoch == epoch) return QKV_OK;
+    qkv_status st = corrupt(t, "the training text", s->span, epoch, true, s);
+    if (st == QKV_OK) s->span->epoch = epoch;
     return st;
 }
 

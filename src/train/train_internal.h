@@ -45,6 +45,7 @@ typedef struct split {
     int64_t n_chars; /* characters of text read (bits per character) */
     struct qa_split *qa; /* qa: contexts, answers, token spans, gold positions (task_qa.c) */
     const int64_t *task_starts; /* a multi-task split: task m's examples are [starts[m], starts[m+1]) (not owned) */
+    struct span_text *span; /* span_corruption: the token stream its examples are corrupted from (task_span.c) */
 } split;
 
 typedef struct pretrain_state pretrain_state; /* task_pretrain.c */
@@ -73,7 +74,7 @@ typedef struct task {
     int64_t summary_max_len, n_truncated;
     /* span_corruption (task_span.c): a seq2seq task on plain text. Ids below base_vocab are the tokenizer's; the
      * sentinels <extra_id_k> are vocab_size - 1 - k above it. */
-    bool span;
+    bool span, span_redraw;
     float noise_density, mean_span;
     int64_t base_vocab;
     uint64_t span_seed;
@@ -142,6 +143,9 @@ qkv_dataset *qkv__docs_dataset(const char *path);
  * input with </s>, target = <s> then sentinels and dropped spans with </s>. Masks are drawn from a generator seeded
  * by the run's seed, so a file always gives the same examples. */
 qkv_status qkv__span_load(task *t, const char *path, split *s);
+/* The training split's noise for data pass `epoch` (pass 0: the one drawn at load); a no-op unless data.span_redraw. */
+qkv_status qkv__span_epoch(const task *t, split *s, uint64_t epoch);
+void qkv__span_text_free(struct span_text *x);
 /* Target text of ids that may hold sentinels: each shown as <extra_id_k> between the decoded runs around it. */
 qkv_status qkv__span_decode(const task *t, const int32_t *ids, size_t n,
                             qkv_status (*decode)(const task *, const int32_t *, size_t, char **), char **text);
