@@ -329,6 +329,10 @@ expect_msg "a boolean flag of prose help is no value flag (embed attend --all)" 
   "$QKV" embed attend --vectors "$T/nosuch.txt" "a b" --all
 expect_msg "a boolean flag last is not taken for one with a value" 2 'nosuch.json' \
   "$QKV" train --config "$T/nosuch.json" --run "$T/r8e" --quiet
+expect_msg "a flag that is a switch under one subcommand (tokenize train --wordpiece) is not refused there" 2 \
+  'tokenize: .*nosuch.txt' "$QKV" tokenize train --vocab-size 300 --out "$T/wp" "$T/nosuch.txt" --wordpiece
+expect_msg "...and still needs its value where it takes one (tokenize encode --wordpiece)" 1 \
+  'tokenize: --wordpiece needs a value' "$QKV" tokenize encode --wordpiece
 : >"$T/empty1"; : >"$T/empty2"
 expect_msg "rouge of two empty files" 2 'rouge: nothing to score' "$QKV" rouge -r "$T/empty1" -i "$T/empty2"
 grep -q 'qkv_rouge' "$T/out" && bad "rouge printed an internal function name" || ok "no internal name from rouge"

@@ -16,17 +16,23 @@ static bool placeholder(const char *w, size_t len) {
     return memchr(w, '|', len) || memchr(w, '=', len) || (len > 1 && memchr(w, ',', len - 1));
 }
 
-/* Whether help text shows flag followed by a value placeholder. */
+/* Whether help text shows flag followed by a value placeholder, and nowhere as a bare switch (followed by another
+ * option, a closing bracket or the line's end): a flag that is a switch in one usage line and takes a value in another
+ * (`tokenize train --wordpiece [--cased]` against `tokenize encode --wordpiece VOCAB.txt`) is left to the parser. */
 static bool takes_value(const char *help, const char *flag) {
     size_t n = strlen(flag);
+    bool value = false;
     for (const char *p = strstr(help, flag); p; p = strstr(p + 1, flag)) {
         bool starts = p == help || strchr(" [(|,\n", p[-1]);
-        if (!starts || p[n] != ' ') continue;
+        if (!starts) continue;
+        if (p[n] == ']' || p[n] == '\n' || p[n] == '\0' || (p[n] == ' ' && (p[n + 1] == '[' || p[n + 1] == '-')))
+            return false;
+        if (p[n] != ' ') continue;
         const char *w = p + n + 1;
         size_t len = strcspn(w, " ]\n)");
-        if (len && placeholder(w, len)) return true;
+        if (len && placeholder(w, len)) value = true;
     }
-    return false;
+    return value;
 }
 
 int cli_check_last_value(const cli_command *c, int argc, char **argv) {

@@ -112,6 +112,8 @@ static int tokenize_encode(int argc, char **argv, bool decode) {
         else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) path = argv[i];
         else {
             tok_free(&t);
+            if (!strcmp(argv[i], "--bpe") || !strcmp(argv[i], "--wordpiece")) /* given last, with no directory */
+                return cli_error("tokenize", CLI_USAGE, "%s needs a value (see qkv tokenize --help)", argv[i]);
             return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", argv[i]);
         }
     }
