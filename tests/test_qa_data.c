@@ -89,6 +89,17 @@ TEST(cloze_rules) {
         CHECK(e[1].answer_byte[0] == 4);
     }
     qkv_qa_free(e, n);
+    /* --blank: the same questions with another blank, longer than the word and twice in one question. */
+    o.blank = "<extra_id_0>";
+    e = cloze("Ann saw a dog. A cat sat.\nThe dog met the dog.\n", o, &n);
+    CHECK(n == 1 && !strcmp(e[0].question, "The <extra_id_0> met the <extra_id_0>."));
+    qkv_qa_free(e, n);
+    o.blank = "two\nlines";
+    const char *in = test_write_file(dir, "in.txt", text);
+    FILE *f = fopen("/dev/null", "w");
+    CHECK(qkv_cloze_qa(in, f, &o, NULL) == QKV_ERR_INVALID && strstr(qkv_last_error(), "blank"));
+    fclose(f);
+    o.blank = "XXXXX";
     /* Named words only: the second window has none. */
     o.nouns = false;
     e = cloze(text, o, &n);

@@ -161,6 +161,39 @@ TEST(seq2seq_pipeline) {
     cJSON_Delete(cfg);
 }
 
+/* A run with sentinel ids reads "<extra_id_K>" in a text as sentinel K (T5's tokenizer), K below data.sentinels;
+ * anything else that looks alike stays text. */
+TEST(sentinels_in_text) {
+    const char *train = file("st.tsv", "a b\tb a\n");
+    cJSON *cfg = config("embmean", train, "\"max_len\": 16, \"shared_vocab\": true, \"keep_sentinels\": true, "
+                                          "\"sentinels\": 3");
+    CHECK_NN(cfg);
+    if (!cfg) return;
+    task t;
+    CHECK_OK(qkv__task_prepare(&t, cfg, "seq2seq", dir, true));
+    CHECK(t.base_vocab > 0 && t.vocab_size == t.base_vocab + 3);
+    const int32_t a = id_of(&t, "a"), b = id_of(&t, "b"), top = (int32_t)t.vocab_size - 1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *text = "a <extra_id_0> b<extra_id_2><extra_id_1>";
+    CHECK_OK(qkv__task_encode_ids(&t, text, strlen(text), &ids, &n));
+    CHECK(n == 5 && ids && ids[0] == a && ids[1] == top && ids[2] == b && ids[3] == top - 2 && ids[4] == top - 1);
+    free(ids);
+    const char *only = "<extra_id_0>";
+    CHECK_OK(qkv__task_encode_ids(&t, only, strlen(only), &ids, &n));
+    CHECK(n == 1 && ids && ids[0] == top);
+    free(ids);
+    const char *plain[] = {"a <extra_id_3> b", "a <extra_id_> b", "a <extra_id_1 b", "<extra_id_01x>"};
+    for (int k = 0; k < 4; k++) {
+        ids = NULL;
+        CHECK_OK(qkv__task_encode_ids(&t, plain[k], strlen(plain[k]), &ids, &n));
+        for (size_t i = 0; i < n; i++) CHECK(ids[i] < t.base_vocab);
+        free(ids);
+    }
+    qkv__task_free(&t);
+    cJSON_Delete(cfg);
+}
+
 TEST(unsupported_choices) {
     const char *train = file("u.tsv", "1\ta\n");
     cJSON *cfg = config("embmean", train, "\"tokenizer\": \"char\"");
@@ -189,6 +222,7 @@ int main(void) {
     RUN(classify_pipeline);
     RUN(lm_pipeline);
     RUN(seq2seq_pipeline);
+    RUN(sentinels_in_text);
     RUN(unsupported_choices);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -41,6 +41,7 @@ typedef struct qkv_cloze_opts {
     uint64_t seed;         /* picks the blanked word among the candidates */
     bool named, nouns;     /* candidate kinds: named words, common nouns */
     int64_t max_examples;  /* 0 = all */
+    const char *blank;     /* what stands for the word in the question (default "XXXXX"; 1-64 bytes, no newline) */
 } qkv_cloze_opts;
 /* N 20, seed 1, both kinds, all examples. */
 qkv_cloze_opts qkv_cloze_defaults(void);

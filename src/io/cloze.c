@@ -184,21 +184,21 @@ static size_t candidates(const char *q, const char *context, const qkv_cloze_opt
 }
 
 qkv_cloze_opts qkv_cloze_defaults(void) {
-    return (qkv_cloze_opts){.context_sentences = 20, .seed = 1, .named = true, .nouns = true};
+    return (qkv_cloze_opts){.context_sentences = 20, .seed = 1, .named = true, .nouns = true, .blank = "XXXXX"};
 }
 
-/* q with every whole-word occurrence of w replaced by XXXXX (malloc'd). */
-static char *blank(const char *q, const char *w, size_t n) {
-    size_t len = strlen(q);
-    char *out = malloc(len * 2 + 16);
+/* q with every whole-word occurrence of w replaced by the blank b (malloc'd). */
+static char *blank(const char *q, const char *w, size_t n, const char *b) {
+    size_t len = strlen(q), bl = strlen(b);
+    char *out = malloc(len * (bl + 1) + 16); /* every byte of q a one-letter word replaced, at worst */
     if (!out) return NULL;
     size_t k = 0;
     int64_t at, from = 0;
     while ((at = find_word(q, w, n, from)) >= 0) {
         memcpy(out + k, q + from, (size_t)(at - from));
         k += (size_t)(at - from);
-        memcpy(out + k, "XXXXX", 5);
-        k += 5;
+        memcpy(out + k, b, bl);
+        k += bl;
         from = at + (int64_t)n;
     }
     strcpy(out + k, q + from);
@@ -206,7 +206,7 @@ static char *blank(const char *q, const char *w, size_t n) {
 }
 
 static qkv_status write_example(FILE *out, const char *path, const sentences *ss, size_t first, int n_ctx,
-                                const word *answer, int64_t index) {
+                                const word *answer, int64_t index, const char *blank_text) {
     size_t len = 0;
     for (int k = 0; k < n_ctx; k++) len += strlen(ss->s[first + (size_t)k].text) + 1;
     char *context = malloc(len + 1), w[128];
@@ -219,7 +219,7 @@ static qkv_status write_example(FILE *out, const char *path, const sentences *ss
     w[answer->n] = '\0';
     const sentence *qs = &ss->s[first + (size_t)n_ctx];
     int64_t byte = find_word(context, w, answer->n, 0);
-    char *question = blank(qs->text, w, answer->n);
+    char *question = blank(qs->text, w, answer->n, blank_text);
     char id[64];
     snprintf(id, sizeof id, "cloze-%lld-L%lld", (long long)index, (long long)qs->line);
     cJSON *j = cJSON_CreateObject(), *ans = cJSON_CreateObject();
@@ -245,6 +245,9 @@ qkv_status qkv_cloze_qa(const char *path, FILE *out, const qkv_cloze_opts *o, in
     if (written) *written = 0;
     if (o->context_sentences < 1 || (!o->named && !o->nouns))
         return qkv_error_set(QKV_ERR_INVALID, "cloze-qa: at least one context sentence and one kind of word");
+    const char *b = o->blank ? o->blank : "XXXXX";
+    if (!*b || strlen(b) > 64 || strpbrk(b, "\n\r"))
+        return qkv_error_set(QKV_ERR_INVALID, "cloze-qa: the blank must be 1-64 bytes on one line, got '%.64s'", b);
     FILE *f = fopen(path, "r");
     if (!f) return qkv_error_set(QKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     sentences ss = {0};
@@ -284,7 +287,7 @@ qkv_status qkv_cloze_qa(const char *path, FILE *out, const qkv_cloze_opts *o, in
         free(context);
         if (!nc) continue;
         const word *pick = &cand[qkv_rng_u32(&rng) % nc];
-        st = write_example(out, path, &ss, first, (int)N, pick, (int64_t)(first / ((size_t)N + 1)));
+        st = write_example(out, path, &ss, first, (int)N, pick, (int64_t)(first / ((size_t)N + 1)), b);
         n_out++;
     }
     for (size_t i = 0; i < ss.n; i++) free(ss.s[i].text);

@@ -1,6 +1,7 @@
 /* One text to token ids with a task's tokenizer (word, char, byte-level BPE or WordPiece), for the task's own
  * loaders and for every task_*.c that encodes text fields of its own. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "train_internal.h"
 
@@ -9,7 +10,7 @@ qkv_status qkv__task_words(const task *t, const char *text, size_t len, char ***
     return qkv_word_split(text, len, &t->wopts, toks, n);
 }
 
-qkv_status qkv__task_encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
+static qkv_status encode_plain(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
     const qkv_vocab *vocab = target && t->tgt_vocab ? t->tgt_vocab : t->vocab;
@@ -35,6 +36,64 @@ qkv_status qkv__task_encode(task *t, bool target, const char *text, size_t len, 
     }
     free(toks);
     return st;
+}
+
+/* The sentinel a text spells at p ("<extra_id_K>" with K below the run's sentinel count): its id, and its length in
+ * *span; -1 when p starts no sentinel. */
+static int32_t sentinel_at(const task *t, const char *p, size_t left, size_t *span) {
+    static const char tag[] = "<extra_id_";
+    const size_t tl = sizeof tag - 1;
+    if (left < tl + 2 || memcmp(p, tag, tl)) return -1;
+    int64_t k = 0;
+    size_t i = tl;
+    while (i < left && i < tl + 6 && p[i] >= '0' && p[i] <= '9') k = 10 * k + (p[i++] - '0');
+    if (i == tl || i >= left || p[i] != '>' || k >= t->vocab_size - t->base_vocab) return -1;
+    *span = i + 1;
+    return (int32_t)(t->vocab_size - 1 - k);
+}
+
+/* A run with sentinel ids (span corruption, data.keep_sentinels) reads "<extra_id_K>" in a text as sentinel K, as T5's
+ * tokenizer does, so a prompt or a task's input can hold the blanks pretraining filled ("The <extra_id_0> walks in
+ * <extra_id_1> park"); the text between is encoded as usual. */
+qkv_status qkv__task_encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (t->base_vocab <= 0 || t->vocab_size <= t->base_vocab || !memmem(text, len, "<extra_id_", 10))
+        return encode_plain(t, target, text, len, ids, n);
+    *ids = NULL;
+    *n = 0;
+    int32_t *out = NULL;
+    size_t used = 0, cap = 0;
+    qkv_status st = QKV_OK;
+    for (size_t at = 0, from = 0; st == QKV_OK && at <= len;) {
+        size_t span = 0;
+        int32_t sid = at < len ? sentinel_at(t, text + at, len - at, &span) : -1;
+        if (sid < 0 && at < len) {
+            at++;
+            continue;
+        }
+        int32_t *piece = NULL;
+        size_t np = 0;
+        if (at > from) st = encode_plain(t, target, text + from, at - from, &piece, &np);
+        if (st == QKV_OK && used + np + 1 > cap) {
+            cap = 2 * (used + np + 1);
+            int32_t *grown = realloc(out, sizeof *out * cap);
+            if (!grown) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+            else out = grown;
+        }
+        if (st == QKV_OK && np) memcpy(out + used, piece, sizeof *piece * np);
+        used += st == QKV_OK ? np : 0;
+        free(piece);
+        if (sid < 0) break; /* the end of the text */
+        out[used++] = sid;
+        at += span;
+        from = at;
+    }
+    if (st != QKV_OK) {
+        free(out);
+        return st;
+    }
+    *ids = out;
+    *n = used;
+    return QKV_OK;
 }
 
 qkv_status qkv__task_encode_ids(task *t, const char *text, size_t len, int32_t **ids, size_t *n) {

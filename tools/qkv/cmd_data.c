@@ -10,7 +10,8 @@
 static void help(FILE *out) {
     fprintf(out,
             "usage: qkv data dialogue [--min-turns N] [--max-turns N] [-o OUT] FILE...\n"
-            "       qkv data cloze-qa [-n SENTENCES] [--seed S] [--kinds named,nouns] [--max N] [-o OUT.jsonl] FILE\n"
+            "       qkv data cloze-qa [-n SENTENCES] [--seed S] [--kinds named,nouns] [--max N] [--blank TEXT]\n"
+            "                     [-o OUT.jsonl] FILE\n"
             "       qkv data check-qa FILE.jsonl\n\n"
             "dialogue  writes one conversation a line, \"Person 1: ... Person 2: ... Person 1: ...\", from the quoted\n"
             "          speech of plain-text novels (one paragraph a line), to OUT (default standard output), and\n"
@@ -23,7 +24,8 @@ static void help(FILE *out) {
             "          0, no limit) cuts longer ones into pieces of N turns.\n"
             "cloze-qa  turns plain text (one paragraph a line) into SQuAD-format JSONL in the style of the Children's\n"
             "          Book Test: SENTENCES consecutive sentences (default 20) are the context, the next sentence is\n"
-            "          the question with one word that also occurs in the context blanked out as XXXXX, and the\n"
+            "          the question with one word that also occurs in the context blanked out as XXXXX (--blank\n"
+            "          TEXT: as TEXT, e.g. <extra_id_0>, the sentinel a T5 run reads as the blank it learnt to fill), and the\n"
             "          answer is that word at its first occurrence in the context (character offset). Words are named\n"
             "          words and common nouns (--kinds), picked with the seed; docs/qa.md gives the exact rules.\n"
             "          Writes OUT (default standard output) and prints the count to standard error.\n"

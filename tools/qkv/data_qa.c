@@ -27,6 +27,8 @@ int cli_data_cloze_qa(int argc, char **argv) {
             o.nouns = strstr(k, "nouns") != NULL;
             if (!o.named && !o.nouns)
                 return cli_error("data", CLI_USAGE, "--kinds: expected named, nouns or named,nouns, got '%s'", k);
+        } else if (!strcmp(a, "--blank") && v) {
+            o.blank = argv[++i];
         } else if (!strcmp(a, "-o") && v) {
             out_path = argv[++i];
         } else if (a[0] == '-' && a[1]) {
