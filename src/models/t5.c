@@ -485,7 +485,7 @@ static const qkv_model_preset t5_presets[] = {
      " \"data\": {\"task\": \"span_corruption\", \"train\": \"../shared/data\", \"dev\": \"../shared/data/lm/dev.txt\","
      " \"max_len\": 128, \"max_vocab\": 16000, \"noise_density\": 0.15, \"mean_span\": 3, \"sentinels\": 100},"
      " \"train\": {\"steps\": 1000000, \"max_seconds\": 3600, \"batch_size\": 32,"
-     " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.001, \"weight_decay\": 0.01},"
+     " \"optimizer\": {\"name\": \"adamw\", \"lr\": 0.0003, \"weight_decay\": 0.01},"
      " \"schedule\": {\"spec\": \"constant * linear_warmup\", \"warmup_steps\": 500}, \"clip_norm\": 1.0,"
      " \"log_every\": 50, \"checkpoint_every\": 1000},"
      " \"eval\": {\"every\": 1000, \"batch_size\": 64, \"max_batches\": 20}, \"seed\": 1}"},
