@@ -25,6 +25,17 @@ expect_rc "bench: unreadable configs file is bad input" 2 "$QKV" bench gemm --co
 QKV_ISA=generic "$QKV" --version | grep -q '^kernels: generic ' && ok "QKV_ISA=generic forces it" || bad "QKV_ISA=generic forces it"
 "$QKV" --version | grep -q '^blas: openblas ' && ok "--version names the BLAS core" || bad "--version names the BLAS core"
 QKV_ISA=sse9 expect_rc "QKV_ISA naming no path is bad input" 2 "$QKV" --version
+# OpenBLAS's kernel family is never narrower than the CPU (a CPU newer than the OpenBLAS build gets OPENBLAS_CORETYPE
+# from qkv), and a family the user sets stands.
+v=$(env -u OPENBLAS_CORETYPE "$QKV" --version)
+cpu=$(echo "$v" | sed -n 's/.*this CPU: \([a-z0-9]*\).*/\1/p'); core=$(echo "$v" | sed -n 's/^blas: openblas \([A-Za-z0-9]*\).*/\1/p')
+case "$cpu:$core" in
+  avx512:SkylakeX|avx512:Cooperlake|avx512:SapphireRapids|avx2:SkylakeX|avx2:Cooperlake|avx2:SapphireRapids|\
+  avx2:Haswell|avx2:Zen|avx2:Skylake|avx2:Broadwell|generic:*) ok "BLAS family as wide as the CPU ($cpu: $core)" ;;
+  *) bad "BLAS family as wide as the CPU ($cpu: $core)" ;;
+esac
+OPENBLAS_CORETYPE=Prescott "$QKV" --version | grep -qx 'blas: openblas Prescott' && ok "a user's OPENBLAS_CORETYPE stands" \
+  || bad "a user's OPENBLAS_CORETYPE stands"
 
 # The demo trains a Transformer on its embedded sample and beats chance (50%) clearly on held-out sentences.
 d=$(mktemp -d)

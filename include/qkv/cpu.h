@@ -36,6 +36,12 @@ qkv_status qkv_cpu_set_isa(qkv_isa isa);
 qkv_status qkv_cpu_check(void);
 /* OpenBLAS's kernel family for this CPU ("SkylakeX", "Haswell", ...), or "unknown". */
 const char *qkv_cpu_blas_core(void);
+/* The OPENBLAS_CORETYPE this CPU deserves when OpenBLAS picked a family with a narrower vector ISA than the CPU
+ * has ("SkylakeX" for AVX-512, "Haswell" for AVX2 + FMA), or NULL when its pick is as wide. A CPU newer than the
+ * OpenBLAS build (Debian 12's 0.3.21 takes a 5th-generation Xeon for "Prescott", SSE3 only) gets GEMMs several
+ * times slower than it could run; OpenBLAS reads the variable once, when it loads, so a program can only set it
+ * and start again (qkv's CLI does, unless OPENBLAS_CORETYPE is already set). */
+const char *qkv_cpu_blas_core_wanted(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* Run-time choice of the kernel instruction-set path (see qkv/cpu.h and docs/design.md "Kernel dispatch"). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/isa.h"
 #include "qkv/cpu.h"
@@ -81,4 +82,28 @@ qkv_status qkv_cpu_set_isa(qkv_isa isa) {
 const char *qkv_cpu_blas_core(void) {
     const char *core = openblas_get_corename();
     return core && *core ? core : "unknown";
+}
+
+/* The widest vector ISA an OpenBLAS kernel family uses: 2 AVX-512, 1 AVX2 + FMA, 0 older or unknown. */
+static int core_level(const char *core) {
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *const avx2[] = {"Haswell", "Zen", "Skylake", "Broadwell"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+        if (!strcasecmp(core, avx512[i])) return 2;
+    for (size_t i = 0; i < sizeof avx2 / sizeof *avx2; i++)
+        if (!strcasecmp(core, avx2[i])) return 1;
+    return 0;
+}
+
+const char *qkv_cpu_blas_core_wanted(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                  ? 2
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                  : 0;
+    if (cpu > core_level(qkv_cpu_blas_core())) return cpu == 2 ? "SkylakeX" : "Haswell";
+#endif
+    return NULL;
 }

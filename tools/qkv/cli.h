@@ -26,9 +26,10 @@ int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((fo
 int cli_status_exit(int status);
 /* True if any argument is --help or -h. */
 bool cli_wants_help(int argc, char **argv);
-/* Makes idle OpenMP threads wait passively (OMP_WAIT_POLICY=passive unless set) by running the program again with
- * it; call first thing in main. */
-void cli_passive_threads(char **argv);
+/* Sets what the runtimes read only when loaded, unless the user set it: OMP_WAIT_POLICY=passive (idle OpenMP threads
+ * wait passively) and OPENBLAS_CORETYPE when OpenBLAS took the CPU for an older one (qkv_cpu_blas_core_wanted), then
+ * runs the program again with them; call first thing in main. */
+void cli_runtime_env(char **argv);
 /* Parse a positive integer / float option value; prints an error naming the option on failure. */
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out);

@@ -1,5 +1,6 @@
 /* qkv: one binary, one subcommand per job. Each subcommand lives in cmd_<name>.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -47,7 +48,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
-    cli_passive_threads(argv);
+    cli_runtime_env(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         if (argc >= 3 && !strcmp(argv[1], "help")) {
             for (size_t i = 0; i < N_COMMANDS; i++)
@@ -68,8 +69,11 @@ int main(int argc, char **argv) {
         qkv_isa best = qkv_cpu_supports(QKV_ISA_AVX512) ? QKV_ISA_AVX512
                        : qkv_cpu_supports(QKV_ISA_AVX2) ? QKV_ISA_AVX2
                                                          : QKV_ISA_GENERIC;
-        printf("qkv %s\nkernels: %s (this CPU: %s; QKV_ISA forces avx512, avx2 or generic)\nblas: openblas %s\n",
+        const char *picked = getenv("QKV_BLAS_PICKED");
+        printf("qkv %s\nkernels: %s (this CPU: %s; QKV_ISA forces avx512, avx2 or generic)\nblas: openblas %s",
                QKV_VERSION, qkv_cpu_isa_name(qkv_cpu_isa()), qkv_cpu_isa_name(best), qkv_cpu_blas_core());
+        if (picked) printf(" (OPENBLAS_CORETYPE set by qkv: OpenBLAS took this CPU for %s)", picked);
+        printf("\n");
         return CLI_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
