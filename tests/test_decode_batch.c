@@ -412,6 +412,29 @@ static void identical_hyps(const char *what, const qkv_hyps *a, const qkv_hyps *
                "%s #%d hyp %d: logprob %.9g vs %.9g", what, i, k, a->h[k].logprob, b->h[k].logprob);
 }
 
+/* Beam search without repetition rules scans the raw logits minus each row's log_softmax shift; with a rule it scans
+ * the normalised rows. A rule that can never fire (no n-gram longer than any hypothesis repeats) takes the second
+ * path with nothing banned: every hypothesis, log-probability and score the same bits as the first. */
+TEST(beam_from_raw_logits_equals_normalised) {
+    for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+        built b;
+        if (!build(TYPES[ti], &b)) continue;
+        qkv_decode_opts o = opts_for(&b);
+        o.beam = 3;
+        o.n_best = 3;
+        collect raw, norm;
+        if (run_batch(&b, &o, QKV_SEARCH_BEAM, 4, 0, &raw) == QKV_OK) {
+            o.no_repeat_ngram = 2 * MAXLEN + 40; /* longer than any prompt plus hypothesis */
+            if (run_batch(&b, &o, QKV_SEARCH_BEAM, 4, 0, &norm) == QKV_OK) {
+                for (int i = 0; i < N; i++) identical_hyps(b.t->name, &raw.got[i], &norm.got[i], i);
+                collect_free(&norm);
+            }
+            collect_free(&raw);
+        }
+        unbuild(&b);
+    }
+}
+
 /* Calls inside a keep scope reuse the packs and state memory of the calls before them (and of each other's
  * batches): every hypothesis is the one a call outside the scope gives, for greedy and beam, and after the scope
  * closes (nested opens: the inner close keeps) calls still give it. */
@@ -545,6 +568,7 @@ int main(void) {
     RUN(generate_batch_equals_one_prompt_at_a_time);
     RUN(generate_batch_restarts_one_state);
     RUN(prefill_changes_nothing);
+    RUN(beam_from_raw_logits_equals_normalised);
     RUN(kept_workspaces_change_nothing);
     RUN(kept_workspaces_follow_the_model);
     RUN(bad_input_is_an_error);
