@@ -52,11 +52,13 @@ cat > "$d/sum.json" <<JSON
  "train": {"steps": 100, "batch_size": 8, "optimizer": {"lr": 0.01}, "log_every": 50},
  "eval": {"every": 100, "rouge_max_examples": 4}}
 JSON
+# A second translator of the same shapes (other seed, 30 steps: not yet a copier): other weights, other translations.
+sed -e 's/"steps": 300/"steps": 30/' -e 's/"every": 300/"every": 30/' -e 's/"seed": 1/"seed": 2/' "$d/mt.json" > "$d/mt2.json"
 runs=()
-for r in cls lm mt sum; do
+for r in cls lm mt sum mt2; do
   "$QKV" train --config "$d/$r.json" --run "$d/$r" --quiet > "$d/$r.train" 2>&1
   check "train the $r run" '[ -f "$d/$r/best.safetensors" ] || ls "$d/$r"/ckpt-*.safetensors >/dev/null 2>&1'
-  runs+=(--run "$r=$d/$r")
+  [ "$r" = mt2 ] || runs+=(--run "$r=$d/$r")
 done
 SHARED=${QKV_SHARED:-}
 POS=$SHARED/data/pos PARA=$SHARED/data/paraphrase
@@ -175,6 +177,22 @@ check "translate texts (beam 2): 200 with qkv translate's lines" \
 post /v1/translate "{\"text\": \"$(head -1 "$d/src5")\", \"beam\": 3, \"n_best\": 2}" "$d/tn" > /dev/null
 check "translate n_best: two scored hypotheses, best first" \
   '[ "$(json "$d/tn" "len(J[\"hypotheses\"]) == 2 and J[\"hypotheses\"][0][\"score\"] >= J[\"hypotheses\"][1][\"score\"]")" = True ]'
+# One worker translating for two runs in turn keeps each run's packed weights (decode_batch.h's keep scope, open for
+# the worker's life): every answer is its own run's, as qkv translate gives it.
+start two --run "mt=$d/mt" --run "mt2=$d/mt2" --workers 1
+U2=http://127.0.0.1:$PORT
+"$QKV" translate --run "$d/mt2" "$d/src5" > "$d/t2_cli"
+"$QKV" translate --run "$d/mt" "$d/src5" > "$d/t1_cli"
+two_ok=1
+for m in mt mt2 mt mt2; do
+  b=$("$PY" -c 'import json,sys; print(json.dumps({"model": sys.argv[2], "texts": open(sys.argv[1]).read().split("\n")[:5]}))' "$d/src5" "$m")
+  curl -s -X POST -H 'Content-Type: application/json' --data-binary "$b" "$U2/v1/translate" > "$d/two_$m"
+  want=$d/t1_cli; [ $m = mt2 ] && want=$d/t2_cli
+  [ "$(json "$d/two_$m" "chr(10).join(x[\"translation\"] for x in J[\"translations\"])")" = "$(cat "$want")" ] || two_ok=0
+done
+kill -TERM "$PID"; wait "$PID"; rc=$?
+check "one worker, two translators in turn: each answer is its own run's (and they differ); clean exit" \
+  '[ $two_ok = 1 ] && ! cmp -s "$d/t1_cli" "$d/t2_cli" && [ $rc = 0 ]'
 A="the cat sat on the mat. it was a very happy cat all day long."
 "$QKV" summarize --run "$d/sum" "$A" > "$d/s_cli"
 code=$(post /v1/summarize "{\"text\": \"$A\", \"search\": \"greedy\"}" "$d/s")

@@ -59,10 +59,13 @@ qkv_status qkv_decode_batch(const qkv_decoder *d, int n, const int32_t *const *s
  * memory for its decoding states, and releases both when it returns. Between qkv_decode_keep_open() and
  * qkv_decode_keep_close() on a thread, the calls made on that thread keep both for the calls after them instead: a
  * server, a scorer or a benchmark decoding batch after batch with the same model skips the re-packing and the page
- * faults. The results are the same bits either way. The caller's side of it: no model decoded while the scope is
- * open changes its weights or is freed before the scope closes (packs are found by the weights' addresses, so a new
- * model at a freed one's address could meet its predecessor's packs). Opens nest; the outermost close releases what
- * was kept. */
+ * faults. The results are the same bits either way. Packs are found by the weights' addresses, so the kept ones are
+ * no longer used (on this and every other thread) once any parameters are freed (qkv_params_free), stepped by an
+ * optimiser (qkv_optim_step) or loaded from a checkpoint (qkv_checkpoint_load): a model built where a freed one was,
+ * or reloaded in place, never meets its predecessor's packs. The caller's side of it: no other write into the
+ * weights of a model decoded while the scope is open (a qkv_tensor_load or copy into a parameter). Packs of every
+ * model decoded in the scope are kept until it closes (10-50 MB each for the benchmark's models). Opens nest; the
+ * outermost close releases what was kept. */
 void qkv_decode_keep_open(void);
 void qkv_decode_keep_close(void);
 

@@ -20,6 +20,12 @@ QKV_INTERNAL_BEGIN
 /* Largest tensor we accept: 2^40 elements; anything bigger is a corrupted size, not a model. */
 #define QKV_MAX_NUMEL ((int64_t)1 << 40)
 
+/* A count of the events after which a weight's address may hold other values than before: a parameter collection
+ * freed (a later model may be allocated at the same addresses), an optimiser step, a checkpoint loaded into a
+ * collection. What copies weights and finds the copy again by address (the decoding pack cache,
+ * ops/gemm_packed.h) drops its copies when the count has moved. Any thread may bump it. */
+uint64_t qkv__weights_epoch(void);
+void qkv__weights_changed(void);
 /* Fill contiguous row-major strides; returns numel, or -1 (error set) if a dim is negative or numel absurd. */
 int64_t qkv__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 /* Initialise a tensor header (no data). */

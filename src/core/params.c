@@ -25,8 +25,15 @@ qkv_params *qkv_params_new(void) {
     return p;
 }
 
+static uint64_t weights_epoch;
+
+uint64_t qkv__weights_epoch(void) { return __atomic_load_n(&weights_epoch, __ATOMIC_ACQUIRE); }
+
+void qkv__weights_changed(void) { __atomic_fetch_add(&weights_epoch, 1, __ATOMIC_ACQ_REL); }
+
 void qkv_params_free(qkv_params *p) {
     if (!p) return;
+    qkv__weights_changed();
     for (int i = 0; i < p->n; i++) qkv_tensor_free(p->t[i]);
     free(p->t);
     free(p);

@@ -311,9 +311,17 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
     bool constrained = decode_constrained(o), prompt = o->repeat_scope == QKV_REPEAT_ALL && qkv__decode_prompted(d);
     bool skip_banned = o->no_repeat_ngram > 0;
     uint8_t *seen = constrained ? calloc((size_t)V, 1) : NULL;
+    /* With no rule to apply, the scan reads the raw logits (the model's step, or its step_logits when its step
+     * normalises) and subtracts each row's log_softmax shift as it goes: x - shift is bit for bit the normalised
+     * entry (ops/log_softmax_rows.h), and the pass that would write all R x V of them is skipped. */
+    qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
+        d->info.log_probs ? d->ops->step_logits : d->ops->step;
+    bool raw = !constrained && raw_step;
+    float *shift = malloc(sizeof(float) * (size_t)R), *row_max = raw ? malloc(sizeof(float) * (size_t)R) : NULL;
     qkv_decoder_state *st = NULL;
     if (status) goto done;
-    if (!b || !c || !tokens || !from || !lp || (o->want_attention && !attn) || (constrained && !seen)) {
+    if (!b || !c || !tokens || !from || !lp || (o->want_attention && !attn) || (constrained && !seen) || !shift ||
+        (raw && !row_max)) {
         status = qkv_error_set(QKV_ERR_NOMEM, "decode beam: out of memory");
         goto done;
     }
@@ -341,7 +349,13 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
     for (int t = 0; rows > 0; t++) {
         for (int i = 0, r = 0; i < n; i++)
             for (int k = 0; b[i].active && k < b[i].n_live; k++) tokens[r++] = t > 0 ? b[i].live[k].tok[t - 1] : o->bos;
-        if ((status = qkv__decode_step(d, st, tokens, lp, attn, rows))) goto done;
+        if (raw) {
+            if ((status = raw_step(st, tokens, lp, attn))) goto done;
+            qkv__log_softmax_rows_shift(lp, rows, V, shift, row_max);
+        } else {
+            if ((status = qkv__decode_step(d, st, tokens, lp, attn, rows))) goto done;
+            for (int r = 0; r < rows; r++) shift[r] = 0.0f; /* x - 0 is x, bit for bit (-0 and NaN too) */
+        }
         int base = 0, n_from = 0;
         for (int i = 0; i < n; i++) {
             beam_item *it = &b[i];
@@ -350,7 +364,7 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
             /* Each row has one EOS, so among the best 2K candidates at least K continue: the selection is exact. */
             int nc = 0;
             for (int r = 0; r < it->n_live; r++) {
-                float *x = lp + (int64_t)(base + r) * V;
+                float *x = lp + (int64_t)(base + r) * V, sh = shift[base + r];
                 double lpr = it->live[r].logprob;
                 if (constrained) {
                     decode_history h = {.pre = prompt ? items[i].src : NULL, .n_pre = prompt ? items[i].len : 0,
@@ -360,11 +374,11 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
                 for (int64_t v0 = 0; v0 < V; v0 += CAND_BLOCK) {
                     int64_t v1 = v0 + CAND_BLOCK < V ? v0 + CAND_BLOCK : V;
                     /* Once the list is full, a block whose best score cannot beat its last entry is skipped: the
-                     * sum is monotonic in x, so no entry of the block would have been kept (exact). */
-                    if (nc == 2 * K && !(lpr + block_max(x + v0, v1 - v0) > c[2 * K - 1].score)) continue;
+                     * sum (and x - shift) is monotonic in x, so no entry of the block would have been kept (exact). */
+                    if (nc == 2 * K && !(lpr + (block_max(x + v0, v1 - v0) - sh) > c[2 * K - 1].score)) continue;
                     for (int64_t v = v0; v < v1; v++)
                         if (decode_allowed(o, (int)v) && !(skip_banned && x[v] == -INFINITY))
-                            cand_push(c, &nc, 2 * K, (cand){lpr + x[v], r, (int)v});
+                            cand_push(c, &nc, 2 * K, (cand){lpr + (x[v] - sh), r, (int)v});
                 }
             }
             int n_next = 0, first = n_from;
@@ -439,6 +453,8 @@ done:
     free(lp);
     free(attn);
     free(seen);
+    free(shift);
+    free(row_max);
     padded_free(&p);
     return status;
 }

@@ -505,26 +505,42 @@ qkv_status qkv__packs_allow(qkv__packs *ps, const qkv_tensor *w) {
 /* ---- the thread's pack cache ---- */
 
 /* Packs kept across decoding states while a cache is open on this thread (gemm_packed.h). Per thread, so no lock:
- * a decoding state lives on the thread that steps it. */
+ * a decoding state lives on the thread that steps it. The packs are found by their weight's address, so they are
+ * dropped when the weights' epoch (core/internal.h) has moved since they were made: a model freed while the cache
+ * is open, and another allocated where it was, must not meet its predecessor's packs. */
 static _Thread_local struct {
     int depth;
     entry *e;
     int n_e, cap_e;
+    uint64_t epoch; /* qkv__weights_epoch() when the cached packs were made */
 } cache;
 
 void qkv__pack_cache_open(void) { cache.depth++; }
 
+/* Releases the cache's references (a state still holding a pack keeps it until it is freed). */
+static void cache_drop(void) {
+    for (int i = 0; i < cache.n_e; i++) qkv__pack_free(cache.e[i].p);
+    cache.n_e = 0;
+}
+
 void qkv__pack_cache_close(void) {
     if (cache.depth < 1 || --cache.depth > 0) return;
-    for (int i = 0; i < cache.n_e; i++) qkv__pack_free(cache.e[i].p);
+    cache_drop();
     free(cache.e);
     cache.e = NULL;
-    cache.n_e = cache.cap_e = 0;
+    cache.cap_e = 0;
 }
 
 /* The pack of W [N, K]: the open cache's, else a new one (kept in the open cache too). One reference for the caller.
  * NULL when out of memory. */
 static qkv__pack *pack_for(const float *W, int64_t N, int64_t K) {
+    if (cache.depth > 0) {
+        uint64_t now = qkv__weights_epoch();
+        if (now != cache.epoch) {
+            cache_drop();
+            cache.epoch = now;
+        }
+    }
     for (int i = 0; cache.depth > 0 && i < cache.n_e; i++)
         if (cache.e[i].w == W && cache.e[i].n == N && cache.e[i].k == K) {
             cache.e[i].p->refs++;

@@ -67,8 +67,9 @@ bool qkv__gemm_xwt_bias(const qkv_ctx *ctx, int64_t M, int64_t N, int64_t K, con
 
 /* A pack cache on the calling thread, for a stretch of work that starts many decoding states over the same weights
  * (qkv_decode_batch's batches): while one is open, a state packing a weight that an earlier state packed takes
- * that pack (same bits) instead of copying the weight again; close releases what the states no longer hold. Only
- * around work during which no packed weight changes (a model borrowed for decoding, never one being trained).
+ * that pack (same bits) instead of copying the weight again; close releases what the states no longer hold. The
+ * cached packs are dropped when the weights' epoch moves (core/internal.h: parameters freed, stepped or loaded), so
+ * a weight at a recycled address is packed afresh; any other write into a cached weight is the caller's to avoid.
  * Opens nest; the outermost close empties the cache. */
 void qkv__pack_cache_open(void);
 void qkv__pack_cache_close(void);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "qkv/checkpoint.h"
 #include "qkv/safetensors.h"
 
@@ -139,6 +140,7 @@ qkv_status qkv_checkpoint_load(const char *path, qkv_params *params, qkv_optim *
           meta_u64(f, "qkv.rng_counter", UINT64_MAX, &counter) && meta_u64(f, "qkv.data_epoch", count_max, &epoch) &&
           meta_u64(f, "qkv.data_pos", count_max, &pos)))
         st = qkv_last_status();
+    if (st == QKV_OK) qkv__weights_changed();
     for (int i = 0; st == QKV_OK && i < qkv_params_count(params); i++) {
         qkv_tensor *t = qkv_params_at(params, i);
         st = qkv_st_read_into(f, t->name, t);

@@ -221,6 +221,7 @@ static void adadelta_update(const qkv_optim_config *c, slot *s, float lr, float 
 
 qkv_status qkv_optim_step(qkv_optim *o) {
     o->steps++;
+    qkv__weights_changed();
     for (int i = 0; i < o->n; i++) {
         slot *s = &o->slots[i];
         if (s->frozen || s->remote || !s->p->grad) continue;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "qkv/config.h"
+#include "qkv/decode_batch.h"
 #include "qkv/dist.h"
 #include "qkv/fsutil.h"
 #include "pairs.h"
@@ -490,6 +491,10 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
             }
             cJSON_AddNumberToObject(out, "tokens", (double)counted);
             double bleu = 0;
+            /* BLEU, the tasks' metrics and ROUGE decode batch after batch (eval.batch_size examples a call) with
+             * weights that stay put until the evaluation ends: one packing of them serves every call
+             * (decode_batch.h). */
+            qkv_decode_keep_open();
             if (r->task.kind == TASK_SEQ2SEQ && r->set.eval.bleu) {
                 st = qkv__run_bleu(r, s, r->set.eval.bleu_max_examples, &bleu);
                 if (st == QKV_OK) cJSON_AddNumberToObject(out, "bleu", bleu);
@@ -500,6 +505,7 @@ cJSON *qkv__run_evaluate(qkv_run *r, const split *s, int64_t max_batches) {
                 st = qkv__run_task_metrics(r, s, r->set.eval.tasks, 0, out);
             if (r->task.kind == TASK_SUMMARIZE && r->set.eval.rouge)
                 st = qkv__run_rouge(r, s, r->set.eval.rouge_max_examples, out);
+            qkv_decode_keep_close();
         }
         if (st != QKV_OK) {
             cJSON_Delete(out);

@@ -102,10 +102,12 @@ qkv_status qkv__summ_generate(qkv_run *r, int n, const int32_t *const *prompts, 
     } else {
         c.texts = calloc((size_t)n * (size_t)c.per + 1, sizeof *c.texts);
         if (!c.texts) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        qkv_decode_keep_open(); /* one packing of the weights for all the passes (decode_batch.h) */
         for (c.pass = 0; st == QKV_OK && c.pass < c.per; c.pass++) {
             g.seed = o->seed + (uint64_t)c.pass;
             st = qkv_generate_batch(r->type, r->model, n, prompts, n_prompt, &g, o->batch_size, got_tokens, &c);
         }
+        qkv_decode_keep_close();
         for (int i = 0; st == QKV_OK && i < n; i++) {
             int best = 0;
             char *const *cand = c.texts + (size_t)i * (size_t)c.per;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "qkv/decode_batch.h"
 #include "serve.h"
 
 struct serve_pool {
@@ -92,6 +93,11 @@ static void wait_until(serve_pool *p, int64_t wake) {
 static void *worker(void *arg) {
     serve_pool *p = arg;
     serve_job **batch = malloc(sizeof *batch * (size_t)p->max_batch);
+    /* Batch after batch decodes with the same weights: the packs of each model this worker decodes and its
+     * decoding states' memory are kept from one batch to the next (decode_batch.h), not made again per request.
+     * Packs are found by weight address, and every served run stays loaded (and unchanged) until the pool is
+     * freed and its workers have returned, so two models never share packs; they are released below. */
+    qkv_decode_keep_open();
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int n = 0;
@@ -107,6 +113,7 @@ static void *worker(void *arg) {
         pthread_cond_broadcast(&p->cv); /* jobs of this model may wait for it */
     }
     pthread_mutex_unlock(&p->mu);
+    qkv_decode_keep_close();
     free(batch);
     return NULL;
 }
