@@ -333,6 +333,7 @@ expect_msg "a flag that is a switch under one subcommand (tokenize train --wordp
   'tokenize: .*nosuch.txt' "$QKV" tokenize train --vocab-size 300 --out "$T/wp" "$T/nosuch.txt" --wordpiece
 expect_msg "...and still needs its value where it takes one (tokenize encode --wordpiece)" 1 \
   'tokenize: --wordpiece needs a value' "$QKV" tokenize encode --wordpiece
+expect_msg "...(tokenize shard --bpe)" 1 'tokenize: --bpe needs a value' "$QKV" tokenize shard -o "$T/x.tok" "$T/x.txt" --bpe
 : >"$T/empty1"; : >"$T/empty2"
 expect_msg "rouge of two empty files" 2 'rouge: nothing to score' "$QKV" rouge -r "$T/empty1" -i "$T/empty2"
 grep -q 'qkv_rouge' "$T/out" && bad "rouge printed an internal function name" || ok "no internal name from rouge"

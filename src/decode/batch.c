@@ -80,6 +80,11 @@ typedef struct {
     float *lp;
 } shifted_pick;
 
+/* The step that leaves raw logits in its output: the model's step, or its step_logits when its step normalises; NULL
+ * when it has none (the callers then take qkv__decode_step's normalised rows). */
+typedef qkv_status (*raw_step_fn)(qkv_decoder_state *, const int32_t *, float *, float *);
+static raw_step_fn raw_step_of(const qkv_decoder *d) { return d->info.log_probs ? d->ops->step_logits : d->ops->step; }
+
 static void pick_shifted_row(void *user, int64_t r, float *row, float shift, float mx) {
     const shifted_pick *sp = user;
     sp->tok[r] = qkv__decode_pick_greedy_shifted(row, sp->V, shift, mx, sp->o, &sp->lp[r]);
@@ -103,8 +108,7 @@ qkv_status qkv__decode_rows_batch(const qkv_decoder *d, const decode_item *items
     /* Greedy with no rule to apply needs of each row only its best token and that token's log-probability: from raw
      * logits (the model's step, or its step_logits when its step normalises), the rows' log_softmax shifts and no
      * normalised rows (decode_internal.h). */
-    qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
-        d->info.log_probs ? d->ops->step_logits : d->ops->step;
+    raw_step_fn raw_step = raw_step_of(d);
     bool fused = pick == qkv__decode_pick_greedy && !constrained && raw_step;
     float *pick_lp = fused ? malloc(sizeof(float) * (size_t)R) : NULL;
     int32_t *picked = fused ? malloc(sizeof(int32_t) * (size_t)R) : NULL;
@@ -314,10 +318,10 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
     /* With no rule to apply, the scan reads the raw logits (the model's step, or its step_logits when its step
      * normalises) and subtracts each row's log_softmax shift as it goes: x - shift is bit for bit the normalised
      * entry (ops/log_softmax_rows.h), and the pass that would write all R x V of them is skipped. */
-    qkv_status (*raw_step)(qkv_decoder_state *, const int32_t *, float *, float *) =
-        d->info.log_probs ? d->ops->step_logits : d->ops->step;
+    raw_step_fn raw_step = raw_step_of(d);
     bool raw = !constrained && raw_step;
-    float *shift = malloc(sizeof(float) * (size_t)R), *row_max = raw ? malloc(sizeof(float) * (size_t)R) : NULL;
+    /* Without the raw scan every shift stays 0: x - 0 is x, bit for bit (-0 and NaN too). */
+    float *shift = calloc((size_t)R, sizeof(float)), *row_max = raw ? malloc(sizeof(float) * (size_t)R) : NULL;
     qkv_decoder_state *st = NULL;
     if (status) goto done;
     if (!b || !c || !tokens || !from || !lp || (o->want_attention && !attn) || (constrained && !seen) || !shift ||
@@ -352,9 +356,8 @@ qkv_status qkv__decode_beam_batch(const qkv_decoder *d, const decode_item *items
         if (raw) {
             if ((status = raw_step(st, tokens, lp, attn))) goto done;
             qkv__log_softmax_rows_shift(lp, rows, V, shift, row_max);
-        } else {
-            if ((status = qkv__decode_step(d, st, tokens, lp, attn, rows))) goto done;
-            for (int r = 0; r < rows; r++) shift[r] = 0.0f; /* x - 0 is x, bit for bit (-0 and NaN too) */
+        } else if ((status = qkv__decode_step(d, st, tokens, lp, attn, rows))) {
+            goto done;
         }
         int base = 0, n_from = 0;
         for (int i = 0; i < n; i++) {

@@ -56,36 +56,35 @@ static int32_t sentinel_at(const task *t, const char *p, size_t left, size_t *sp
  * tokenizer does, so a prompt or a task's input can hold the blanks pretraining filled ("The <extra_id_0> walks in
  * <extra_id_1> park"); the text between is encoded as usual. */
 qkv_status qkv__task_encode(task *t, bool target, const char *text, size_t len, int32_t **ids, size_t *n) {
-    if (t->base_vocab <= 0 || t->vocab_size <= t->base_vocab || !memmem(text, len, "<extra_id_", 10))
-        return encode_plain(t, target, text, len, ids, n);
+    static const char tag[] = "<extra_id_";
+    bool sentinels = t->base_vocab > 0 && t->vocab_size > t->base_vocab;
+    const char *hit = sentinels ? memmem(text, len, tag, sizeof tag - 1) : NULL;
+    if (!hit) return encode_plain(t, target, text, len, ids, n);
     *ids = NULL;
     *n = 0;
     int32_t *out = NULL;
-    size_t used = 0, cap = 0;
+    size_t used = 0;
     qkv_status st = QKV_OK;
-    for (size_t at = 0, from = 0; st == QKV_OK && at <= len;) {
+    /* Each round: the plain text up to the next sentinel (or the end), then that sentinel's id. */
+    for (size_t from = 0; st == QKV_OK;) {
         size_t span = 0;
-        int32_t sid = at < len ? sentinel_at(t, text + at, len - at, &span) : -1;
-        if (sid < 0 && at < len) {
-            at++;
-            continue;
-        }
-        int32_t *piece = NULL;
-        size_t np = 0;
-        if (at > from) st = encode_plain(t, target, text + from, at - from, &piece, &np);
-        if (st == QKV_OK && used + np + 1 > cap) {
-            cap = 2 * (used + np + 1);
-            int32_t *grown = realloc(out, sizeof *out * cap);
-            if (!grown) st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
-            else out = grown;
-        }
+        int32_t sid = -1;
+        while (hit && (sid = sentinel_at(t, hit, len - (size_t)(hit - text), &span)) < 0)
+            hit = memmem(hit + 1, len - (size_t)(hit + 1 - text), tag, sizeof tag - 1);
+        size_t end = hit ? (size_t)(hit - text) : len, np = 0;
+        int32_t *piece = NULL, *grown = NULL;
+        if (end > from) st = encode_plain(t, target, text + from, end - from, &piece, &np);
+        if (st == QKV_OK && !(grown = realloc(out, sizeof *out * (used + np + 1))))
+            st = qkv_error_set(QKV_ERR_NOMEM, "out of memory");
+        if (grown) out = grown;
         if (st == QKV_OK && np) memcpy(out + used, piece, sizeof *piece * np);
-        used += st == QKV_OK ? np : 0;
         free(piece);
-        if (sid < 0) break; /* the end of the text */
+        if (st != QKV_OK) break;
+        used += np;
+        if (!hit) break;
         out[used++] = sid;
-        at += span;
-        from = at;
+        from = end + span;
+        hit = memmem(text + from, len - from, tag, sizeof tag - 1);
     }
     if (st != QKV_OK) {
         free(out);

@@ -58,9 +58,14 @@ static int file_exists(const char *p) {
     return f != NULL;
 }
 
-/* Parses --bpe / --wordpiece / --cased at argv[*i]; returns 1 if consumed, 0 if not a tokenizer option, -1 on error. */
+/* Parses --bpe / --wordpiece / --cased at argv[*i]; returns 1 if consumed, 0 if not a tokenizer option, -1 on bad
+ * input, -2 when --bpe or --wordpiece comes last without its value (message set for both). */
 static int tok_option(int argc, char **argv, int *i, tokenizer *t, bool *cased) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!v && (!strcmp(a, "--bpe") || !strcmp(a, "--wordpiece"))) {
+        qkv_error_set(QKV_ERR_INVALID, "%s needs a value (see qkv tokenize --help)", a);
+        return -2;
+    }
     if (!strcmp(a, "--cased")) {
         *cased = true;
         return 1;
@@ -105,15 +110,13 @@ static int tokenize_encode(int argc, char **argv, bool decode) {
         int r = tok_option(argc, argv, &i, &t, &cased);
         if (r < 0) {
             tok_free(&t);
-            return cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
+            return cli_error("tokenize", r == -2 ? CLI_USAGE : CLI_INPUT, "%s", qkv_last_error());
         }
         if (r) continue;
         if (!strcmp(argv[i], "--tokens") && !decode) tokens = true;
         else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) path = argv[i];
         else {
             tok_free(&t);
-            if (!strcmp(argv[i], "--bpe") || !strcmp(argv[i], "--wordpiece")) /* given last, with no directory */
-                return cli_error("tokenize", CLI_USAGE, "%s needs a value (see qkv tokenize --help)", argv[i]);
             return cli_error("tokenize", CLI_USAGE, "unexpected argument '%s'", argv[i]);
         }
     }
@@ -205,7 +208,7 @@ static int tokenize_shard(int argc, char **argv) {
         int r = tok_option(argc, argv, &i, &t, &cased);
         if (r < 0) {
             tok_free(&t);
-            return cli_error("tokenize", CLI_INPUT, "%s", qkv_last_error());
+            return cli_error("tokenize", r == -2 ? CLI_USAGE : CLI_INPUT, "%s", qkv_last_error());
         }
         if (r) continue;
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
